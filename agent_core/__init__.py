@@ -1,0 +1,57 @@
+"""hermes agent runtime: a controllable, observable tool-calling loop."""
+
+from .decisions import DECISION_TYPES, AgentDecision, DecisionType
+from .errors import (
+    AgentDeadlineError,
+    AgentLoopLimitError,
+    ApprovalRequired,
+    ConfigError,
+    HermesError,
+    ModelError,
+    RuntimeFailure,
+    ToolError,
+)
+from .events import Event, EventBus, EventType
+from .loop import Approval, LoopConfig, TaskLoop
+from .messages import Message, ToolCall
+from .parser import DecisionParser
+from .report import TaskReport
+from .settings import Settings, load_settings
+from .task import TaskControl, TaskRequest, TaskResult, TaskState
+from .tools import Tool, ToolContext, ToolExecutor, ToolRegistry, ToolResult, tool
+
+__all__ = [
+    "DECISION_TYPES",
+    "AgentDeadlineError",
+    "AgentDecision",
+    "AgentLoopLimitError",
+    "Approval",
+    "ApprovalRequired",
+    "ConfigError",
+    "DecisionParser",
+    "DecisionType",
+    "Event",
+    "EventBus",
+    "EventType",
+    "HermesError",
+    "LoopConfig",
+    "Message",
+    "ModelError",
+    "RuntimeFailure",
+    "Settings",
+    "TaskControl",
+    "TaskLoop",
+    "TaskReport",
+    "TaskRequest",
+    "TaskResult",
+    "TaskState",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolExecutor",
+    "ToolRegistry",
+    "ToolResult",
+    "load_settings",
+    "tool",
+]

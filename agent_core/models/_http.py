@@ -1,0 +1,253 @@
+"""HTTP for model adapters: one place that maps transport and status errors to ModelErrors
+and decides what is retried.
+
+- 401/403: fail fast (ModelAuthError: check the key setting)
+- connection refused, DNS, TLS: fail fast (ModelUnreachableError with the URL)
+- 429: exponential backoff with jitter, honouring Retry-After; quota exhaustion is not retried
+- 5xx, 529 and timeouts: limited retries with backoff
+- a context-length complaint: ContextLengthError, so the caller can shrink and retry once
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from ..errors import (
+    ContextLengthError,
+    ModelAuthError,
+    ModelError,
+    ModelHTTPError,
+    ModelQuotaError,
+    ModelRateLimitError,
+    ModelResponseError,
+    ModelTimeoutError,
+    ModelUnreachableError,
+)
+from ..redaction import redact
+from .base import ModelRequest
+
+log = logging.getLogger(__name__)
+
+_CONTEXT_LENGTH = re.compile(
+    r"context[_ ]length|maximum context|context window|prompt is too long|too many tokens|"
+    r"reduce the length|input length|exceeds the (?:model's )?(?:max|context)", re.IGNORECASE)
+_QUOTA = re.compile(r"insufficient_quota|quota|credit balance|billing|out of credit",
+                    re.IGNORECASE)
+_MAX_BACKOFF = 30.0
+_MAX_RETRY_AFTER = 120.0
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class ModelHTTP:
+    """An httpx client with the retry and error rules every adapter shares."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        headers: dict[str, str],
+        timeout: float,
+        max_retries: int,
+        key_setting: str = "LLM_API_KEY",
+        backoff_base: float = 0.5,
+        sleep: Sleep = asyncio.sleep,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.key_setting = key_setting
+        self.backoff_base = backoff_base
+        self._sleep = sleep
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def post_json(self, path: str, body: dict[str, Any], request: ModelRequest
+                        ) -> dict[str, Any]:
+        """POST and return the decoded JSON body, retrying per the rules above."""
+        async with self._retrying(path, body, request, stream=False) as response:
+            try:
+                data = response.json()
+            except ValueError as exc:
+                raise ModelResponseError(
+                    f"{self.provider!r} returned a body that is not JSON: "
+                    f"{response.text[:200]!r}") from exc
+        if not isinstance(data, dict):
+            raise ModelResponseError(f"{self.provider!r} returned JSON that is not an object")
+        return data
+
+    async def stream_lines(self, path: str, body: dict[str, Any], request: ModelRequest
+                           ) -> AsyncIterator[str]:
+        """POST and yield the response's lines as they arrive (SSE or NDJSON)."""
+        async with self._retrying(path, body, request, stream=True) as response:
+            try:
+                async for line in response.aiter_lines():
+                    yield line
+            except httpx.TimeoutException as exc:
+                raise ModelTimeoutError(self._url(path), self.timeout) from exc
+            except httpx.TransportError as exc:
+                raise ModelUnreachableError(self._url(path), f"stream broke: {exc}") from exc
+
+    @asynccontextmanager
+    async def _retrying(self, path: str, body: dict[str, Any], request: ModelRequest, *,
+                        stream: bool) -> AsyncIterator[httpx.Response]:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                req = self._client.build_request("POST", path, json=body)
+                response = await self._client.send(req, stream=stream)
+            except httpx.TimeoutException as exc:
+                if attempt > self.max_retries:
+                    raise ModelTimeoutError(self._url(path), self.timeout) from exc
+                await self._backoff(attempt, None, "timeout", request)
+                continue
+            except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+                raise ModelUnreachableError(self._url(path), _reason(exc)) from exc
+            except httpx.TransportError as exc:
+                if attempt > self.max_retries:
+                    raise ModelUnreachableError(self._url(path), _reason(exc)) from exc
+                await self._backoff(attempt, None, type(exc).__name__, request)
+                continue
+
+            if response.status_code < 400:
+                try:
+                    yield response
+                finally:
+                    await response.aclose()
+                return
+
+            text = (await response.aread()).decode("utf-8", "replace")
+            await response.aclose()
+            error = self._classify(response, text, path)
+            retryable = isinstance(error, ModelRateLimitError) or (
+                type(error) is ModelHTTPError and error.status_code >= 500)
+            if not retryable or attempt > self.max_retries:
+                raise error
+            assert isinstance(error, ModelHTTPError)
+            await self._backoff(attempt, error.retry_after, f"HTTP {error.status_code}", request)
+
+    def _classify(self, response: httpx.Response, text: str, path: str) -> ModelError:
+        status = response.status_code
+        url = self._url(path)
+        retry_after = _retry_after(response.headers)
+        body = redact(text[:2000])
+        if status in (401, 403):
+            return ModelAuthError(self.provider, status, key_setting=self.key_setting)
+        if status == 402 or (status in (400, 429) and _QUOTA.search(text)
+                             and "rate" not in _error_code(text)):
+            return ModelQuotaError(status, body, url=url, message=(
+                f"{self.provider!r} reports the account is out of credit or quota "
+                f"(HTTP {status})"))
+        if status == 429:
+            return ModelRateLimitError(status, body, url=url, retry_after=retry_after,
+                                       message=f"{self.provider!r} rate limit (HTTP 429)")
+        if status in (400, 413, 422) and _CONTEXT_LENGTH.search(text):
+            return ContextLengthError(f"{self.provider!r}: the prompt is longer than the "
+                                      f"model's context window: {body[:200]}")
+        if status == 404:
+            return ModelHTTPError(status, body, url=url, message=(
+                f"{url!r} answered 404: check LLM_BASE_URL and LLM_MODEL_NAME ({body[:200]})"))
+        return ModelHTTPError(status, body, url=url, retry_after=retry_after)
+
+    async def _backoff(self, attempt: int, retry_after: float | None, why: str,
+                       request: ModelRequest) -> None:
+        if retry_after is not None:
+            delay = min(retry_after, _MAX_RETRY_AFTER)
+        else:
+            delay = min(_MAX_BACKOFF, self.backoff_base * 2 ** (attempt - 1))
+            delay *= random.uniform(0.5, 1.5)  # jitter spreads replicas' retries apart
+        log.info("model %s: %s, retry %d/%d in %.2fs", self.provider, why, attempt,
+                 self.max_retries, delay)
+        request.emit("MODEL_RETRY", {"provider": self.provider, "reason": why,
+                                     "attempt": attempt, "delay": round(delay, 3)})
+        await self._sleep(delay)
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}{path}"
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return redact(text)
+
+
+def _error_code(text: str) -> str:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        return str(err.get("code") or err.get("type") or "").lower()
+    return ""
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from Retry-After (seconds or HTTP date) or retry-after-ms, when present."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    import datetime as dt
+
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """(event, data) pairs of a server-sent-events stream."""
+
+    async def gen() -> AsyncIterator[tuple[str, str]]:
+        event, data = "message", list[str]()
+        async for raw in lines:
+            line = raw.rstrip("\r")
+            if not line:
+                if data:
+                    yield event, "\n".join(data)
+                event, data = "message", []
+                continue
+            if line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+        if data:
+            yield event, "\n".join(data)
+
+    return gen()

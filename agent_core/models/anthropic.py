@@ -1,0 +1,142 @@
+"""Anthropic Messages API with tools (tool_use / tool_result blocks)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._toolformats import to_anthropic, tool_call_as_text, tool_result_as_text
+from ..errors import ModelHTTPError, ModelResponseError
+from ..messages import Message
+from ._http import ModelHTTP, sse_data
+from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
+
+API_VERSION = "2023-06-01"
+
+
+class AnthropicModel(ModelAdapter):
+    """Claude models over the Messages API."""
+
+    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
+        self.http = http
+        self.model_name = model_name
+        self.native_tools = native_tools
+        self.name = f"anthropic:{model_name}"
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of a /v1/messages call."""
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        turns: list[dict[str, Any]] = []
+        for m in request.messages:
+            if m.role == "system":
+                continue
+            role, blocks = self._blocks(m)
+            # The API wants strictly alternating roles: merge consecutive same-role turns.
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        if not turns or turns[0]["role"] != "user":
+            turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(start)"}]})
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "messages": turns,
+        }
+        if system:
+            body["system"] = system
+        if request.tools and self.native_tools:
+            body["tools"] = to_anthropic(request.tools)
+        if request.stream:
+            body["stream"] = True
+        return body
+
+    def _blocks(self, m: Message) -> tuple[str, list[dict[str, Any]]]:
+        if m.role == "assistant" and m.tool_calls:
+            if not self.native_tools:
+                return "assistant", [{"type": "text", "text": tool_call_as_text(m)}]
+            blocks: list[dict[str, Any]] = (
+                [{"type": "text", "text": m.content}] if m.content else [])
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                       for c in m.tool_calls]
+            return "assistant", blocks
+        if m.role == "tool":
+            if not self.native_tools:
+                return "user", [{"type": "text", "text": tool_result_as_text(m)}]
+            return "user", [{"type": "tool_result", "tool_use_id": m.tool_call_id,
+                             "content": m.content or "(empty)"}]
+        role = "assistant" if m.role == "assistant" else "user"
+        return role, [{"type": "text", "text": m.content or "(empty)"}]
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = self.build_body(request)
+        if request.stream:
+            return await self._complete_streaming(body, request)
+        data = await self.http.post_json("/v1/messages", body, request)
+        return parse_message(data)
+
+    async def _complete_streaming(self, body: dict[str, Any], request: ModelRequest
+                                  ) -> ModelResponse:
+        text: list[str] = []
+        blocks: dict[int, dict[str, Any]] = {}
+        usage = Usage()
+        stop: str | None = None
+        model = self.model_name
+        async for event, data in sse_data(self.http.stream_lines("/v1/messages", body,
+                                                                 request)):
+            try:
+                payload = json.loads(data)
+            except ValueError as exc:
+                raise ModelResponseError(f"unreadable stream event: {data[:200]!r}") from exc
+            kind = payload.get("type", event)
+            if kind == "message_start":
+                message = payload.get("message") or {}
+                model = message.get("model") or model
+                usage.prompt_tokens = int((message.get("usage") or {}).get("input_tokens") or 0)
+            elif kind == "content_block_start":
+                block = payload.get("content_block") or {}
+                blocks[int(payload.get("index", len(blocks)))] = {
+                    "type": block.get("type"), "id": block.get("id"),
+                    "name": block.get("name", ""), "json": ""}
+            elif kind == "content_block_delta":
+                delta = payload.get("delta") or {}
+                slot = blocks.setdefault(int(payload.get("index", 0)),
+                                         {"type": "text", "json": ""})
+                if delta.get("type") == "text_delta":
+                    text.append(delta.get("text", ""))
+                    request.emit("MODEL_DELTA", {"text": delta.get("text", "")})
+                elif delta.get("type") == "input_json_delta":
+                    slot["json"] += delta.get("partial_json", "")
+            elif kind == "message_delta":
+                stop = (payload.get("delta") or {}).get("stop_reason") or stop
+                usage.completion_tokens = int(
+                    (payload.get("usage") or {}).get("output_tokens") or 0)
+            elif kind == "error":
+                err = payload.get("error") or {}
+                raise ModelHTTPError(529 if err.get("type") == "overloaded_error" else 500,
+                                     json.dumps(err), message=f"stream error: {err}")
+            elif kind == "message_stop":
+                break
+        calls = [RawToolCall(name=b["name"], arguments=b["json"] or "{}", id=b["id"])
+                 for _, b in sorted(blocks.items()) if b.get("type") == "tool_use"]
+        return ModelResponse("".join(text), calls, usage, model, stop)
+
+
+def parse_message(data: dict[str, Any]) -> ModelResponse:
+    """A ModelResponse from a (non-streamed) Messages API body."""
+    content = data.get("content")
+    if not isinstance(content, list):
+        raise ModelResponseError(f"no content blocks in the response: {str(data)[:200]}")
+    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    calls = [RawToolCall(name=b.get("name", ""), arguments=b.get("input") or {}, id=b.get("id"))
+             for b in content if b.get("type") == "tool_use"]
+    usage = data.get("usage") or {}
+    return ModelResponse(
+        text=text, tool_calls=calls,
+        usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+        model=data.get("model", ""), finish_reason=data.get("stop_reason"),
+    )

@@ -1,0 +1,101 @@
+"""Ollama's native /api/chat (NDJSON streaming, tool calls with object arguments)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
+from ..errors import ModelHTTPError, ModelResponseError
+from ..messages import Message
+from ._http import ModelHTTP
+from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
+
+
+class OllamaModel(ModelAdapter):
+    """A model served by Ollama, over its native API."""
+
+    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
+        self.http = http
+        self.model_name = model_name
+        self.native_tools = native_tools
+        self.name = f"ollama:{model_name}"
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of an /api/chat call."""
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [self._message(m) for m in request.messages],
+            # Ollama streams unless told otherwise.
+            "stream": request.stream,
+            "options": {"temperature": request.temperature, "num_predict": request.max_tokens},
+        }
+        if request.tools and self.native_tools:
+            body["tools"] = to_openai(request.tools)
+        return body
+
+    def _message(self, m: Message) -> dict[str, Any]:
+        if m.role == "assistant" and m.tool_calls:
+            if not self.native_tools:
+                return {"role": "assistant", "content": tool_call_as_text(m)}
+            return {"role": "assistant", "content": m.content,
+                    "tool_calls": [{"function": {"name": c.name, "arguments": c.arguments}}
+                                   for c in m.tool_calls]}
+        if m.role == "tool":
+            if not self.native_tools:
+                return {"role": "user", "content": tool_result_as_text(m)}
+            return {"role": "tool", "content": m.content, "tool_name": m.name or ""}
+        return {"role": m.role, "content": m.content}
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = self.build_body(request)
+        if not request.stream:
+            return parse_chat(await self.http.post_json("/api/chat", body, request))
+        text: list[str] = []
+        calls: list[RawToolCall] = []
+        final: dict[str, Any] = {}
+        async for line in self.http.stream_lines("/api/chat", body, request):
+            if not line.strip():
+                continue
+            try:
+                chunk = json.loads(line)
+            except ValueError as exc:
+                raise ModelResponseError(f"unreadable stream line: {line[:200]!r}") from exc
+            if chunk.get("error"):
+                raise ModelHTTPError(500, str(chunk["error"]),
+                                     message=f"ollama stream error: {chunk['error']}")
+            message = chunk.get("message") or {}
+            if message.get("content"):
+                text.append(message["content"])
+                request.emit("MODEL_DELTA", {"text": message["content"]})
+            calls.extend(_calls(message))
+            if chunk.get("done"):
+                final = chunk
+                break
+        return ModelResponse("".join(text), calls, _usage(final), final.get("model", ""),
+                             final.get("done_reason"))
+
+
+def _calls(message: dict[str, Any]) -> list[RawToolCall]:
+    out = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        out.append(RawToolCall(name=fn.get("name", ""), arguments=fn.get("arguments") or {},
+                               id=call.get("id")))
+    return out
+
+
+def _usage(data: dict[str, Any]) -> Usage:
+    return Usage(int(data.get("prompt_eval_count") or 0), int(data.get("eval_count") or 0))
+
+
+def parse_chat(data: dict[str, Any]) -> ModelResponse:
+    """A ModelResponse from a non-streamed /api/chat body."""
+    message = data.get("message")
+    if not isinstance(message, dict):
+        raise ModelResponseError(f"no message in the response: {str(data)[:200]}")
+    return ModelResponse(message.get("content") or "", _calls(message), _usage(data),
+                         data.get("model", ""), data.get("done_reason"))

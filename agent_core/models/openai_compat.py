@@ -1,0 +1,131 @@
+"""OpenAI-compatible chat/completions: OpenAI, vLLM, llama.cpp server, Ollama's /v1,
+DeepSeek, Qwen and anything else that speaks the same API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
+from ..errors import ModelResponseError
+from ..messages import Message
+from ._http import ModelHTTP, sse_data
+from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
+
+
+class OpenAICompatModel(ModelAdapter):
+    """Chat completions with native tool calls (or the JSON text protocol when disabled)."""
+
+    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
+        self.http = http
+        self.model_name = model_name
+        self.native_tools = native_tools
+        self.name = f"{http.provider}:{model_name}"
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of a chat/completions call."""
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [self._message(m) for m in request.messages],
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+        }
+        if request.tools and self.native_tools:
+            body["tools"] = to_openai(request.tools)
+            body["tool_choice"] = "auto"
+        if request.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _message(self, m: Message) -> dict[str, Any]:
+        if m.role == "assistant" and m.tool_calls:
+            if not self.native_tools:
+                return {"role": "assistant", "content": tool_call_as_text(m)}
+            return {
+                "role": "assistant",
+                "content": m.content or None,
+                "tool_calls": [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.name,
+                                  "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                    for c in m.tool_calls
+                ],
+            }
+        if m.role == "tool":
+            if not self.native_tools:
+                return {"role": "user", "content": tool_result_as_text(m)}
+            return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+        return {"role": m.role, "content": m.content}
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = self.build_body(request)
+        if request.stream:
+            response = await self._complete_streaming(body, request)
+        else:
+            data = await self.http.post_json("/chat/completions", body, request)
+            response = parse_completion(data)
+        response.model = response.model or self.model_name
+        return response
+
+    async def _complete_streaming(self, body: dict[str, Any], request: ModelRequest
+                                  ) -> ModelResponse:
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage = Usage()
+        finish: str | None = None
+        model = ""
+        async for _event, data in sse_data(self.http.stream_lines("/chat/completions", body,
+                                                                  request)):
+            if data.strip() == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError as exc:
+                raise ModelResponseError(f"unreadable stream chunk: {data[:200]!r}") from exc
+            model = chunk.get("model") or model
+            if chunk.get("usage"):
+                usage = _usage(chunk["usage"])
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                    request.emit("MODEL_DELTA", {"text": delta["content"]})
+                for part in delta.get("tool_calls") or ():
+                    slot = calls.setdefault(int(part.get("index", len(calls))),
+                                            {"id": None, "name": "", "arguments": ""})
+                    slot["id"] = part.get("id") or slot["id"]
+                    fn = part.get("function") or {}
+                    slot["name"] += fn.get("name") or ""
+                    slot["arguments"] += fn.get("arguments") or ""
+                finish = choice.get("finish_reason") or finish
+        tool_calls = [RawToolCall(name=c["name"], arguments=c["arguments"], id=c["id"])
+                      for _, c in sorted(calls.items())]
+        return ModelResponse("".join(text), tool_calls, usage, model, finish)
+
+
+def parse_completion(data: dict[str, Any]) -> ModelResponse:
+    """A ModelResponse from a (non-streamed) chat/completions body."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ModelResponseError(f"no choices in the response: {str(data)[:200]}")
+    message = choices[0].get("message") or {}
+    calls = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        calls.append(RawToolCall(name=fn.get("name", ""), arguments=fn.get("arguments", "{}"),
+                                 id=call.get("id")))
+    return ModelResponse(
+        text=message.get("content") or "",
+        tool_calls=calls,
+        usage=_usage(data.get("usage") or {}),
+        model=data.get("model", ""),
+        finish_reason=choices[0].get("finish_reason"),
+    )
+
+
+def _usage(data: dict[str, Any]) -> Usage:
+    return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))

@@ -1,0 +1,280 @@
+"""ReplayModelServer: a local HTTP server speaking the OpenAI, Anthropic and Ollama chat APIs,
+answering from a script.
+
+It lets the real adapters run over real HTTP with no API key: the test suite scripts
+replies and failures with it, ``hermes-gateway demo`` replays a recorded session through it,
+and the load benchmark uses its ``responder`` with a fixed latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(slots=True)
+class Reply:
+    """A successful model turn: text and/or tool calls."""
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 20
+    completion_tokens: int = 10
+    delay: float = 0.0
+
+    @classmethod
+    def call(cls, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
+        """A reply with one native tool call."""
+        return cls(tool_calls=[{"name": name, "arguments": arguments or {}}], **kw)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reply:
+        """From a recorded session's turn."""
+        usage = data.get("usage") or [20, 10]
+        return cls(text=data.get("text", ""), tool_calls=list(data.get("tool_calls", [])),
+                   prompt_tokens=int(usage[0]), completion_tokens=int(usage[1]),
+                   delay=float(data.get("delay", 0.0)))
+
+
+@dataclass(slots=True)
+class Failure:
+    """An HTTP error answer (status, body, headers), optionally after a delay."""
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass(slots=True)
+class Raw:
+    """A 200 answer with an arbitrary body (to test malformed responses)."""
+
+    body: str
+    delay: float = 0.0
+
+
+Item = Reply | Failure | Raw
+Responder = Callable[[str, dict[str, Any]], Item]
+
+
+class ReplayModelServer:
+    """Serves scripted items in order; a ``responder`` answers once the script runs out."""
+
+    def __init__(self, script: Iterable[Item] = (), *, responder: Responder | None = None,
+                 latency: float = 0.0, chunk_size: int = 7) -> None:
+        self.script: deque[Item] = deque(script)
+        self.responder = responder
+        self.latency = latency
+        self.chunk_size = chunk_size
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.model_seconds = 0.0
+        self._runner: web.AppRunner | None = None
+        self.root = ""
+
+    def add(self, *items: Item) -> None:
+        """Append items to the script."""
+        self.script.extend(items)
+
+    @property
+    def openai_url(self) -> str:
+        """Base URL for the OpenAI-compatible adapter."""
+        return f"{self.root}/v1"
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Start listening; returns the root URL."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._openai)
+        app.router.add_post("/v1/messages", self._anthropic)
+        app.router.add_post("/api/chat", self._ollama)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = self._runner.addresses[0][1]
+        self.root = f"http://{host}:{bound}"
+        return self.root
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> ReplayModelServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- handlers ------------------------------------------------------------------------
+    async def _next(self, request: web.Request) -> tuple[Item, dict[str, Any]]:
+        body = await request.json()
+        self.requests.append((request.path, body))
+        if self.script:
+            item = self.script.popleft()
+        elif self.responder is not None:
+            item = self.responder(request.path, body)
+        else:
+            item = Failure(500, {"error": {"message": "replay script exhausted"}})
+        delay = self.latency + item.delay
+        if delay:
+            started = time.perf_counter()
+            await asyncio.sleep(delay)
+            self.model_seconds += time.perf_counter() - started
+        return item, body
+
+    def _failure(self, item: Failure) -> web.Response:
+        body = item.body if isinstance(item.body, str) else json.dumps(
+            item.body if item.body is not None else {"error": {"message": "scripted failure"}})
+        return web.Response(status=item.status, text=body, headers=item.headers,
+                            content_type="application/json")
+
+    async def _openai(self, request: web.Request) -> web.StreamResponse:
+        item, body = await self._next(request)
+        if isinstance(item, Failure):
+            return self._failure(item)
+        if isinstance(item, Raw):
+            return web.Response(text=item.body, content_type="application/json")
+        model = body.get("model", "replay")
+        calls: list[dict[str, Any]] = [
+            {"id": f"call_{uuid.uuid4().hex[:10]}", "type": "function",
+             "function": {"name": c["name"], "arguments": _args_text(c["arguments"])}}
+            for c in item.tool_calls]
+        usage = {"prompt_tokens": item.prompt_tokens,
+                 "completion_tokens": item.completion_tokens,
+                 "total_tokens": item.prompt_tokens + item.completion_tokens}
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
+            if calls:
+                message["tool_calls"] = calls
+            return web.json_response({
+                "id": "chatcmpl-replay", "object": "chat.completion", "model": model,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": usage})
+        chunks: list[dict[str, Any]] = []
+        for piece in _pieces(item.text, self.chunk_size):
+            chunks.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
+        for index, call in enumerate(calls):
+            args = call["function"]["arguments"]
+            chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [{
+                "index": index, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""}}]}}]})
+            for piece in _pieces(args, self.chunk_size):
+                chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [{
+                    "index": index, "function": {"arguments": piece}}]}}]})
+        chunks.append({"choices": [{"index": 0, "delta": {},
+                                    "finish_reason": "tool_calls" if calls else "stop"}]})
+        chunks.append({"choices": [], "usage": usage})
+        lines = [f"data: {json.dumps({'model': model, **c})}\n\n" for c in chunks]
+        lines.append("data: [DONE]\n\n")
+        return await _stream(request, lines, "text/event-stream")
+
+    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
+        item, body = await self._next(request)
+        if isinstance(item, Failure):
+            return self._failure(item)
+        if isinstance(item, Raw):
+            return web.Response(text=item.body, content_type="application/json")
+        model = body.get("model", "replay")
+        blocks: list[dict[str, Any]] = []
+        if item.text:
+            blocks.append({"type": "text", "text": item.text})
+        for c in item.tool_calls:
+            args = c["arguments"] if isinstance(c["arguments"], dict) else json.loads(
+                c["arguments"])
+            blocks.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:10]}",
+                           "name": c["name"], "input": args})
+        stop = "tool_use" if item.tool_calls else "end_turn"
+        if not body.get("stream"):
+            return web.json_response({
+                "id": "msg_replay", "type": "message", "role": "assistant", "model": model,
+                "content": blocks, "stop_reason": stop,
+                "usage": {"input_tokens": item.prompt_tokens,
+                          "output_tokens": item.completion_tokens}})
+        events: list[tuple[str, dict[str, Any]]] = [("message_start", {
+            "type": "message_start", "message": {
+                "id": "msg_replay", "type": "message", "role": "assistant", "model": model,
+                "content": [], "usage": {"input_tokens": item.prompt_tokens,
+                                         "output_tokens": 1}}})]
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                events.append(("content_block_start", {
+                    "type": "content_block_start", "index": index,
+                    "content_block": {"type": "text", "text": ""}}))
+                for piece in _pieces(block["text"], self.chunk_size):
+                    events.append(("content_block_delta", {
+                        "type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": piece}}))
+            else:
+                events.append(("content_block_start", {
+                    "type": "content_block_start", "index": index,
+                    "content_block": {"type": "tool_use", "id": block["id"],
+                                      "name": block["name"], "input": {}}}))
+                for piece in _pieces(json.dumps(block["input"]), self.chunk_size):
+                    events.append(("content_block_delta", {
+                        "type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece}}))
+            events.append(("content_block_stop", {"type": "content_block_stop",
+                                                  "index": index}))
+        events.append(("message_delta", {"type": "message_delta",
+                                         "delta": {"stop_reason": stop},
+                                         "usage": {"output_tokens": item.completion_tokens}}))
+        events.append(("message_stop", {"type": "message_stop"}))
+        lines = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
+        return await _stream(request, lines, "text/event-stream")
+
+    async def _ollama(self, request: web.Request) -> web.StreamResponse:
+        item, body = await self._next(request)
+        if isinstance(item, Failure):
+            return self._failure(item)
+        if isinstance(item, Raw):
+            return web.Response(text=item.body, content_type="application/json")
+        model = body.get("model", "replay")
+        calls = [{"function": {"name": c["name"], "arguments": c["arguments"] if isinstance(
+            c["arguments"], dict) else json.loads(c["arguments"])}} for c in item.tool_calls]
+        final = {"model": model, "done": True, "done_reason": "stop",
+                 "prompt_eval_count": item.prompt_tokens, "eval_count": item.completion_tokens}
+        if not body.get("stream", True):
+            message: dict[str, Any] = {"role": "assistant", "content": item.text}
+            if calls:
+                message["tool_calls"] = calls
+            return web.json_response({**final, "message": message})
+        lines = [json.dumps({"model": model, "done": False,
+                             "message": {"role": "assistant", "content": piece}}) + "\n"
+                 for piece in _pieces(item.text, self.chunk_size)]
+        if calls:
+            lines.append(json.dumps({"model": model, "done": False, "message": {
+                "role": "assistant", "content": "", "tool_calls": calls}}) + "\n")
+        lines.append(json.dumps({**final, "message": {"role": "assistant",
+                                                      "content": ""}}) + "\n")
+        return await _stream(request, lines, "application/x-ndjson")
+
+
+def _args_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments,
+                                                                    ensure_ascii=False)
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] if text else []
+
+
+async def _stream(request: web.Request, lines: list[str], content_type: str
+                  ) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": content_type})
+    await response.prepare(request)
+    for line in lines:
+        await response.write(line.encode())
+    await response.write_eof()
+    return response

@@ -1,0 +1,365 @@
+"""DecisionParser: whatever the model returned, as AgentDecisions. Never raises.
+
+Rules are tried in order; the first that recognises the output wins and its name is logged
+and stored in ``AgentDecision.rule``:
+
+1. ``native``        the provider's tool calls (OpenAI ``tool_calls``, Anthropic ``tool_use``)
+2. ``hermes_tags``   ``<tool_call>{...}</tool_call>`` (Hermes, Qwen)
+3. ``mistral``       ``[TOOL_CALLS][{...}]`` and ``[TOOL_CALLS]name[ARGS]{...}``
+4. ``llama_tag``     ``<|python_tag|>{...}`` (Llama 3.x), several separated by ``;``
+5. ``fenced``        JSON inside a ```json fence
+6. ``json``          the whole output is JSON
+7. ``embedded``      JSON inside prose
+8. ``plain_text``    no structure at all: a final answer
+
+A ``+repaired`` suffix marks JSON fixed by json-repair. Output that tried to be structured but
+cannot be read becomes ``invalid`` with a reason the model is told; so does an unknown tool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from . import _jsonscan
+from .decisions import AgentDecision
+from .models.base import ModelResponse, RawToolCall
+
+log = logging.getLogger(__name__)
+
+# Names of the loop's own pseudo-tools: a model calls them natively to answer or to ask.
+FINAL_ANSWER_TOOL = "final_answer"
+ASK_USER_TOOL = "ask_user"
+
+_NAME_KEYS = ("tool_name", "name", "tool", "function", "function_name", "action")
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
+_CONTENT_KEYS = ("content", "answer", "final_answer", "response", "text", "message", "output",
+                 "result", "question")
+_TYPE_KEYS = ("type", "decision", "kind", "action_type")
+_TYPE_ALIASES = {
+    "final_answer": "final_answer", "final": "final_answer", "answer": "final_answer",
+    "finish": "final_answer", "respond": "final_answer", "response": "final_answer",
+    "reply": "final_answer", "final answer": "final_answer", "done": "final_answer",
+    "tool_call": "tool_call", "tool": "tool_call", "call_tool": "tool_call",
+    "function_call": "tool_call", "function": "tool_call", "tool_use": "tool_call",
+    "call": "tool_call", "use_tool": "tool_call",
+    "ask_user": "ask_user", "ask": "ask_user", "question": "ask_user", "clarify": "ask_user",
+    "ask_human": "ask_user", "clarification": "ask_user",
+}
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*\[ARGS\]\s*", re.DOTALL)
+_LLAMA_TAG = "<|python_tag|>"
+_LLAMA_END = re.compile(r"<\|(?:eom_id|eot_id|end_of_text)\|>")
+_STRUCTURED_START = re.compile(
+    r"^\s*(?:\{|\[\s*\{|```|<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>)")
+
+RepairCall = Callable[[str], Awaitable[str]]
+
+
+class DecisionParser:
+    """Turns a ModelResponse into one or more AgentDecisions (several only for tool calls)."""
+
+    def __init__(self, tool_names: Iterable[str] = ()) -> None:
+        self.tool_names = set(tool_names)
+
+    # --- public ------------------------------------------------------------------------
+    def parse(self, response: ModelResponse) -> list[AgentDecision]:
+        """Parse a model turn. Always returns at least one decision; never raises."""
+        try:
+            decisions = self._parse(response)
+        except Exception as exc:  # the parser must never take the loop down
+            log.exception("decision parser failed unexpectedly")
+            decisions = [AgentDecision.invalid(f"unreadable output ({type(exc).__name__})",
+                                               rule="parser_error")]
+        for d in decisions:
+            log.debug("parser rule %s -> %s %s", d.rule, d.type, d.tool_name or "")
+        return decisions
+
+    async def parse_with_repair(
+        self, response: ModelResponse, repair: RepairCall | None
+    ) -> list[AgentDecision]:
+        """Parse; when the result is invalid and a repair call is given, ask once more."""
+        decisions = self.parse(response)
+        if repair is None or decisions[0].type != "invalid" or not response.text.strip():
+            return decisions
+        if decisions[0].rule == "unknown_tool":
+            return decisions  # the model is told the valid names; a repair cannot know better
+        try:
+            fixed = await repair(response.text)
+        except Exception as exc:
+            log.warning("model-assisted repair failed: %s", exc)
+            return decisions
+        repaired = self.parse(ModelResponse(text=fixed))
+        if repaired[0].type == "invalid":
+            return decisions
+        for d in repaired:
+            d.rule = f"model_repair:{d.rule}"
+        return repaired
+
+    # --- rules -------------------------------------------------------------------------
+    def _parse(self, response: ModelResponse) -> list[AgentDecision]:
+        if response.tool_calls:
+            return [self._native(call) for call in response.tool_calls]
+        text = response.text or ""
+        if not text.strip():
+            return [AgentDecision.invalid("the response was empty", rule="empty")]
+
+        for rule in (self._hermes, self._mistral, self._llama):
+            found = rule(text)
+            if found is not None:
+                return found
+
+        structured = bool(_STRUCTURED_START.match(text))
+        for lang, body in _jsonscan.fenced_blocks(text):
+            if lang in ("", "json", "json5", "javascript", "js", "tool_call", "tool_code"):
+                value = _jsonscan.loads_strict(body.strip())
+                repaired = False
+                if value is None:
+                    value, repaired = _jsonscan.loads_repaired(body), True
+                if isinstance(value, dict | list) and value:
+                    return self._from_value(value, "fenced", repaired, prose=text)
+
+        stripped = text.strip()
+        value = _jsonscan.loads_strict(stripped)
+        if isinstance(value, dict | list):
+            return self._from_value(value, "json", False, prose="")
+        if structured and stripped[0] in "{[":
+            value = _jsonscan.loads_repaired(stripped)
+            if isinstance(value, dict | list) and value:
+                return self._from_value(value, "json", True, prose="")
+
+        found_value = _jsonscan.first_json_value(text)
+        if found_value is not None:
+            value, repaired = found_value
+            if _looks_like_decision(value):
+                return self._from_value(value, "embedded", repaired, prose=text)
+
+        if structured:
+            return [AgentDecision.invalid(
+                "the output looked like JSON but could not be read; reply with one valid JSON "
+                "object or a plain-text answer", rule="unparseable", content=text[:500])]
+        return [AgentDecision(type="final_answer", content=text.strip(), rule="plain_text")]
+
+    def _native(self, call: RawToolCall) -> AgentDecision:
+        args = call.arguments
+        if isinstance(args, str):
+            parsed = _jsonscan.loads_repaired(args) if args.strip() else {}
+            if not isinstance(parsed, dict):
+                return AgentDecision.invalid(
+                    f"the arguments of tool {call.name!r} are not a JSON object: {args[:200]}",
+                    rule="native_bad_arguments")
+            args = parsed
+        return self._tool_decision(call.name, args, call_id=call.id, rule="native")
+
+    def _hermes(self, text: str) -> list[AgentDecision] | None:
+        bodies = _HERMES.findall(text)
+        if not bodies:
+            return None
+        out: list[AgentDecision] = []
+        for body in bodies:
+            value = _jsonscan.loads_repaired(body)
+            if not isinstance(value, dict):
+                out.append(AgentDecision.invalid(
+                    "the <tool_call> block does not hold a JSON object", rule="hermes_tags"))
+                continue
+            out.extend(self._from_value(value, "hermes_tags", False, prose=""))
+        return out
+
+    def _mistral(self, text: str) -> list[AgentDecision] | None:
+        if "[TOOL_CALLS]" not in text:
+            return None
+        named = list(_MISTRAL_NAMED.finditer(text))
+        if named:  # [TOOL_CALLS]name[ARGS]{...} (Mistral tokenizer v11+)
+            out = []
+            for m in named:
+                found = _jsonscan.first_json_value(text[m.end():])
+                args = found[0] if found and isinstance(found[0], dict) else {}
+                out.append(self._tool_decision(m.group(1), args, rule="mistral"))
+            return out
+        tail = text.split("[TOOL_CALLS]", 1)[1]
+        found = _jsonscan.first_json_value(tail)
+        if found is None:
+            return [AgentDecision.invalid("[TOOL_CALLS] is not followed by JSON", rule="mistral")]
+        return self._from_value(found[0], "mistral", found[1], prose="")
+
+    def _llama(self, text: str) -> list[AgentDecision] | None:
+        if _LLAMA_TAG not in text:
+            return None
+        body = _LLAMA_END.sub("", text.split(_LLAMA_TAG, 1)[1]).strip()
+        out: list[AgentDecision] = []
+        for start, end in _jsonscan.balanced_spans(body, "{"):
+            value = _jsonscan.loads_repaired(body[start:end])
+            if isinstance(value, dict):
+                out.extend(self._from_value(value, "llama_tag", False, prose=""))
+        if not out:
+            return [AgentDecision.invalid("<|python_tag|> is not followed by a JSON call",
+                                          rule="llama_tag")]
+        return out
+
+    # --- interpreting a JSON value -----------------------------------------------------
+    def _from_value(self, value: Any, rule: str, repaired: bool, *, prose: str
+                    ) -> list[AgentDecision]:
+        rule = f"{rule}+repaired" if repaired else rule
+        if isinstance(value, list):
+            items = [v for v in value if isinstance(v, dict)]
+            if not items:
+                return [AgentDecision.invalid("expected a JSON object, got a list", rule=rule)]
+            decisions = [d for item in items for d in self._from_object(item, rule, prose)]
+            calls = [d for d in decisions if d.type == "tool_call"]
+            return calls or decisions[:1]
+        if isinstance(value, dict):
+            return self._from_object(value, rule, prose)
+        return [AgentDecision.invalid("expected a JSON object", rule=rule)]
+
+    def _from_object(self, obj: dict[str, Any], rule: str, prose: str) -> list[AgentDecision]:
+        # OpenAI-shaped {"tool_calls": [...]} or {"function": {"name", "arguments"}}
+        if isinstance(obj.get("tool_calls"), list):
+            base_rule = rule.split("+", maxsplit=1)[0]
+            return self._from_value(obj["tool_calls"], base_rule, "+" in rule, prose=prose)
+        if isinstance(obj.get("function"), dict):
+            inner = obj["function"]
+            inner_name = _name_of(inner)
+            if inner_name is None:
+                return [AgentDecision.invalid("the function call has no name", rule=rule)]
+            return [self._tool_decision(inner_name, _args_of(inner), rule=rule,
+                                        call_id=obj.get("id"))]
+
+        kind = _type_of(obj)
+        name = _name_of(obj)
+        if kind is None and name is not None:
+            kind = "tool_call"
+        if name is not None and name.lower().replace(" ", "_") in ("final_answer", "finish"):
+            kind = "final_answer"  # ReAct: {"action": "Final Answer", "action_input": "..."}
+        match kind:
+            case "tool_call":
+                if name is None:
+                    return [AgentDecision.invalid(
+                        "a tool_call needs the tool's name in \"tool_name\"", rule=rule)]
+                return [self._tool_decision(name, _args_of(obj), rule=rule)]
+            case "final_answer":
+                content = _content_of(obj)
+                if content is None:
+                    return [AgentDecision.invalid(
+                        "a final_answer needs its text in \"content\"", rule=rule)]
+                return [AgentDecision(type="final_answer", content=content, rule=rule,
+                                      reason=_str(obj.get("reason") or obj.get("thought")))]
+            case "ask_user":
+                content = _content_of(obj)
+                if content is None:
+                    return [AgentDecision.invalid(
+                        "an ask_user decision needs the question in \"content\"", rule=rule)]
+                return [AgentDecision(type="ask_user", content=content, rule=rule,
+                                      choices=_choices_of(obj),
+                                      reason=_str(obj.get("reason")))]
+            case "invalid":
+                return [AgentDecision.invalid("the model declared its own output invalid",
+                                              rule=rule)]
+            case _:
+                if prose and rule.startswith(("embedded", "fenced")):
+                    return [AgentDecision(type="final_answer", content=prose.strip(),
+                                          rule="plain_text")]
+                return [AgentDecision.invalid(
+                    'the JSON has no decision: use {"type": "tool_call", "tool_name": ..., '
+                    '"arguments": {...}} or {"type": "final_answer", "content": ...}',
+                    rule=rule)]
+
+    def _tool_decision(self, name: str, args: Any, *, rule: str,
+                       call_id: str | None = None) -> AgentDecision:
+        if isinstance(args, str):
+            parsed = _jsonscan.loads_repaired(args) if args.strip() else {}
+            args = parsed if isinstance(parsed, dict) else {"input": args}
+        if not isinstance(args, dict):
+            args = {}
+        if name == FINAL_ANSWER_TOOL:
+            content = _content_of(args)
+            return AgentDecision(type="final_answer", content=content or "", rule=rule,
+                                 call_id=call_id)
+        if name == ASK_USER_TOOL:
+            return AgentDecision(type="ask_user", content=_content_of(args) or "", rule=rule,
+                                 choices=_choices_of(args), call_id=call_id)
+        if self.tool_names and name not in self.tool_names:
+            valid = ", ".join(sorted(self.tool_names))
+            return AgentDecision.invalid(
+                f"there is no tool named {name!r}; valid tools: {valid}", rule="unknown_tool")
+        return AgentDecision(type="tool_call", tool_name=name, arguments=args, rule=rule,
+                             call_id=call_id)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value)
+
+
+def _type_of(obj: dict[str, Any]) -> str | None:
+    for key in _TYPE_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str):
+            alias = _TYPE_ALIASES.get(value.strip().lower())
+            if alias:
+                return alias
+    if "action" in obj and isinstance(obj["action"], str):
+        alias = _TYPE_ALIASES.get(obj["action"].strip().lower())
+        if alias in ("final_answer", "ask_user"):
+            return alias
+    return None
+
+
+def _name_of(obj: dict[str, Any]) -> str | None:
+    for key in _NAME_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str) and value.strip():
+            if key == "action" and _TYPE_ALIASES.get(value.strip().lower()) in (
+                    "final_answer", "ask_user", "tool_call"):
+                continue
+            return value.strip()
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            return str(value["name"]).strip()
+    return None
+
+
+def _args_of(obj: dict[str, Any]) -> Any:
+    for key in _ARG_KEYS:
+        if key in obj:
+            return obj[key]
+    func = obj.get("function")
+    if isinstance(func, dict):
+        return _args_of(func)
+    return {}
+
+
+def _content_of(obj: dict[str, Any]) -> str | None:
+    for key in _CONTENT_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str):
+            return value
+        if value is not None and key != "result":
+            return json.dumps(value, ensure_ascii=False)
+    for key in _ARG_KEYS:  # {"action": "Final Answer", "action_input": "..."}
+        value = obj.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            inner = _content_of(value)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _choices_of(obj: dict[str, Any]) -> list[str]:
+    for key in ("choices", "options"):
+        value = obj.get(key)
+        if isinstance(value, list):
+            return [str(v) for v in value if v is not None][:10]
+    return []
+
+
+def _looks_like_decision(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_looks_like_decision(v) for v in value)
+    if not isinstance(value, dict):
+        return False
+    if _type_of(value) is not None or isinstance(value.get("tool_calls"), list):
+        return True
+    return _name_of(value) is not None and any(k in value for k in _ARG_KEYS)

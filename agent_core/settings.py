@@ -1,0 +1,241 @@
+"""Settings: one object, read from the environment, ``.env`` and an optional YAML file.
+
+Precedence, highest first: explicit arguments, environment variables, ``.env``, the YAML file
+named by ``HERMES_CONFIG`` (default ``hermes.yaml`` when it exists), built-in defaults.
+
+The YAML file nests settings by section; ``model:`` maps to the ``LLM_*`` settings::
+
+    model:
+      provider: openai
+      base_url: https://api.openai.com/v1
+      api_key_env: OPENAI_API_KEY      # the key is read from this variable, never the file
+      model_name: gpt-4o-mini
+      temperature: 0.1
+      max_tokens: 2048
+    agent:
+      max_round: 15
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from .errors import ConfigError
+
+Provider = Literal["openai", "anthropic", "ollama"]
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "ollama": "http://127.0.0.1:11434",
+}
+
+# YAML section -> settings prefix, where they differ.
+_SECTION_PREFIX = {"model": "llm"}
+
+
+class ModelSpec(BaseModel):
+    """One model endpoint: the primary model or an entry of the fallback chain."""
+
+    provider: Provider
+    model_name: str
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+
+    def resolved_key(self) -> SecretStr | None:
+        """The API key, read from ``api_key_env`` when the key itself is not given."""
+        if self.api_key is not None:
+            return self.api_key
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            return SecretStr(os.environ[self.api_key_env])
+        return None
+
+    def url(self) -> str:
+        """The base URL, defaulting per provider."""
+        return (self.base_url or DEFAULT_BASE_URLS[self.provider]).rstrip("/")
+
+
+class Settings(BaseSettings):
+    """Every setting of hermes-gateway. Names are the environment variable names."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        validate_default=True,
+    )
+
+    # --- model -------------------------------------------------------------------------
+    llm_provider: Provider | None = Field(None, description="openai, anthropic or ollama")
+    llm_api_key: SecretStr | None = None
+    llm_base_url: str | None = None
+    llm_model_name: str | None = None
+    llm_temperature: float = Field(0.1, ge=0, le=2)
+    llm_max_tokens: int = Field(2048, ge=1)
+    llm_timeout: float = Field(60.0, gt=0, description="seconds per model HTTP call")
+    llm_max_retries: int = Field(3, ge=0, le=10)
+    llm_stream: bool = False
+    llm_native_tools: bool = True
+    llm_context_tokens: int = Field(32_000, ge=512)
+    llm_fallbacks: list[ModelSpec] = Field(default_factory=list)
+    llm_repair_with_model: bool = False
+
+    # --- agent loop --------------------------------------------------------------------
+    agent_max_round: int = Field(15, ge=1, le=200)
+    agent_max_invalid: int = Field(3, ge=1, le=20)
+    agent_task_timeout: float = Field(300.0, gt=0)
+    agent_replan_every: int = Field(5, ge=0, description="0 disables periodic replanning")
+    agent_default_verbose: bool = False
+    agent_system_prompt: str | None = None
+
+    # --- tools -------------------------------------------------------------------------
+    hermes_tools: list[str] = Field(
+        default_factory=lambda: ["tools.sales"],
+        description="modules whose @tool functions are enabled",
+    )
+    tool_timeout: float = Field(30.0, gt=0)
+    tool_breaker_failures: int = Field(5, ge=1)
+    tool_breaker_window: float = Field(60.0, gt=0)
+    tool_breaker_cooldown: float = Field(30.0, gt=0)
+
+    # --- storage -----------------------------------------------------------------------
+    hermes_data_dir: Path = Field(Path("data"), description="state, sandboxes and reports")
+
+    # --- logging -----------------------------------------------------------------------
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_json: bool = False
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _strip_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, dotenv_settings, _YamlSource(settings_cls))
+
+    # --- derived -----------------------------------------------------------------------
+    @property
+    def model_configured(self) -> bool:
+        """Whether a primary model is set up well enough to call."""
+        if self.llm_provider is None or not self.llm_model_name:
+            return False
+        # Self-hosted endpoints (Ollama, vLLM, llama.cpp) usually need no key.
+        if self.llm_provider == "ollama" or self.llm_base_url:
+            return True
+        return self.llm_api_key is not None
+
+    def primary_model(self) -> ModelSpec:
+        """The primary model as a ModelSpec; raises ConfigError when it is not configured."""
+        if self.llm_provider is None or not self.llm_model_name:
+            raise ConfigError(missing_model_message())
+        return ModelSpec(
+            provider=self.llm_provider,
+            model_name=self.llm_model_name,
+            base_url=self.llm_base_url,
+            api_key=self.llm_api_key,
+        )
+
+
+def missing_model_message() -> str:
+    """What to set when no model is configured; shown in chat and on the console."""
+    return (
+        "No language model is configured yet. Set LLM_PROVIDER (openai, anthropic or ollama), "
+        "LLM_MODEL_NAME and LLM_API_KEY (not needed for ollama), plus LLM_BASE_URL for a "
+        "self-hosted or OpenAI-compatible server, in the environment or in .env, then "
+        "restart. To see a recorded run offline, try `hermes-gateway demo`."
+    )
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Reads the YAML file named by HERMES_CONFIG, flattening ``section: {key}`` to names."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = os.environ.get("HERMES_CONFIG", "hermes.yaml")
+        self._values = _flatten_yaml(Path(path)) if Path(path).is_file() else {}
+        if "HERMES_CONFIG" in os.environ and not Path(path).is_file():
+            raise ConfigError(f"HERMES_CONFIG={path!r}: no such file")
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._values.items() if k in self.settings_cls.model_fields}
+
+
+def _flatten_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot parse {str(path)!r} as YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{str(path)!r} must hold a mapping of sections")
+    flat: dict[str, Any] = {}
+    for section, body in data.items():
+        if not isinstance(body, dict):
+            flat[str(section).lower()] = body
+            continue
+        prefix = _SECTION_PREFIX.get(str(section), str(section))
+        for key, value in body.items():
+            if key == "api_key_env":
+                if value and os.environ.get(str(value)):
+                    flat[f"{prefix}_api_key"] = os.environ[str(value)]
+                continue
+            flat[f"{prefix}_{key}".lower()] = value
+    return flat
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Load settings, turning validation errors into one ConfigError naming each variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per wrong setting: the variable, the value given (unless secret), what's allowed."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"]]
+        name = loc[0].upper() if loc else "?"
+        where = name + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
+        path = " ".join(loc).upper()
+        secret = any(word in path for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))
+        value = err.get("input")
+        # Only short scalars are echoed: a dict or list could carry a secret inside.
+        echo = not secret and err["type"] != "missing" and isinstance(
+            value, str | int | float | bool) and len(str(value)) <= 200
+        given = f"={value!r}" if echo else ""
+        lines.append(f"{where}{given}: {err['msg']}")
+    return "invalid settings: " + "; ".join(lines)

@@ -1,0 +1,100 @@
+"""ConversationStore: where each conversation's window, archive, plan and task state live.
+
+Two backends: ``RedisConversationStore`` (the real one: Redis 7+, Valkey, or the embedded
+Valkey server) and ``MemoryConversationStore`` (one process, nothing persisted; for the CLI's
+one-shot runs and the runtime benchmark).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass, field
+
+from ..messages import Message
+from ..task import TaskState
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A conversation as the context window needs it: bounded, whatever the archive size."""
+
+    window: list[Message] = field(default_factory=list)
+    plan: str = ""
+    summary: str = ""
+    archived: int = 0
+    created_at: float = field(default_factory=time.time)
+    last_active: float = field(default_factory=time.time)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the window's messages."""
+        return sum(m.tokens for m in self.window)
+
+
+@dataclass(slots=True)
+class ArchiveHit:
+    """One archived message found by recall."""
+
+    message_id: str
+    role: str
+    kind: str
+    content: str
+    summary: str
+    ts: float
+    round: int
+    score: float
+
+
+@dataclass(slots=True)
+class WindowSize:
+    """How big the window is after an append."""
+
+    messages: int
+    tokens: int
+
+
+class ConversationStore(abc.ABC):
+    """Per-conversation memory. One conversation never sees another's data."""
+
+    @abc.abstractmethod
+    async def snapshot(self, conversation_id: str) -> Snapshot:
+        """The window and metadata of a conversation (empty when it is new)."""
+
+    @abc.abstractmethod
+    async def append(self, conversation_id: str, messages: list[Message], *,
+                     task: TaskState | None = None) -> WindowSize:
+        """Append messages to the window (and save ``task`` in the same atomic step)."""
+
+    @abc.abstractmethod
+    async def rewrite_window(self, conversation_id: str, keep: list[Message],
+                             archive: list[Message]) -> None:
+        """Atomically replace the window with ``keep`` and archive ``archive``."""
+
+    @abc.abstractmethod
+    async def set_plan(self, conversation_id: str, plan: str) -> None:
+        """Pin a plan ("goal / done / remaining") at the top of the system message."""
+
+    @abc.abstractmethod
+    async def save_task(self, state: TaskState) -> None:
+        """Persist a task's state."""
+
+    @abc.abstractmethod
+    async def load_task(self, task_id: str) -> TaskState | None:
+        """A task's state, or None when unknown."""
+
+    @abc.abstractmethod
+    async def recall(self, conversation_id: str, query: str, limit: int = 5
+                     ) -> list[ArchiveHit]:
+        """Search this conversation's archive; best matches first."""
+
+    @abc.abstractmethod
+    async def reset(self, conversation_id: str) -> None:
+        """Start a fresh session: the window moves to the archive, the plan is cleared."""
+
+    @abc.abstractmethod
+    async def forget(self, conversation_id: str) -> int:
+        """Delete everything stored for a conversation; returns how many keys/items went."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

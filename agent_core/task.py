@@ -1,0 +1,147 @@
+"""A task's request, its persisted state, and its result."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .messages import ToolCall
+from .report import Outcome, TaskReport
+from .tools.policies import TaskFailures
+
+
+def new_id() -> str:
+    """A short random id for tasks and traces."""
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(slots=True)
+class TaskControl:
+    """Hooks through which the gateway steers a running task (all optional).
+
+    ``interrupted`` is asked at every tool boundary: True stops the task there.
+    ``steering`` is asked before every model call: returned texts are injected as user
+    messages (the ``steer`` busy mode).
+    """
+
+    interrupted: Callable[[], Awaitable[bool]] | None = None
+    steering: Callable[[], Awaitable[list[str]]] | None = None
+
+
+@dataclass(slots=True)
+class TaskRequest:
+    """What to do, for whom."""
+
+    text: str
+    conversation_id: str = "cli"
+    user_id: str = "local"
+    role: str = "admin"
+    permissions: frozenset[str] = frozenset({"*"})
+    task_id: str = field(default_factory=new_id)
+    trace_id: str = field(default_factory=new_id)
+    workdir: Path | None = None
+    #: Seconds for the whole task; None uses AGENT_TASK_TIMEOUT.
+    deadline: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    control: TaskControl | None = None
+
+
+class PendingApproval(BaseModel):
+    """A tool call waiting for a human decision."""
+
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    reason: str
+    side_effect: str = "write"
+    tags: list[str] = Field(default_factory=list)
+
+
+class Question(BaseModel):
+    """What the task asked the user."""
+
+    text: str
+    choices: list[str] = Field(default_factory=list)
+
+
+class TaskState(BaseModel):
+    """Everything needed to resume a paused task in any process, after a restart."""
+
+    task_id: str
+    trace_id: str
+    conversation_id: str
+    user_id: str
+    role: str
+    permissions: list[str]
+    instruction: str
+    workdir: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+    status: Outcome = "running"
+    round: int = 0
+    invalid_streak: int = 0
+    pending_calls: list[dict[str, Any]] = Field(default_factory=list)
+    approved_call_ids: list[str] = Field(default_factory=list)
+    approval: PendingApproval | None = None
+    question: Question | None = None
+    answer: str | None = None
+    error: str | None = None
+    report: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+    deadline_at: float | None = None
+
+    @classmethod
+    def start(cls, request: TaskRequest, *, deadline_at: float | None) -> TaskState:
+        """A fresh state for a new request."""
+        return cls(
+            task_id=request.task_id, trace_id=request.trace_id,
+            conversation_id=request.conversation_id, user_id=request.user_id,
+            role=request.role, permissions=sorted(request.permissions),
+            instruction=request.text,
+            workdir=str(request.workdir) if request.workdir else None,
+            extra=dict(request.extra), deadline_at=deadline_at,
+        )
+
+    def calls(self) -> list[ToolCall]:
+        """The tool calls of the current turn not yet executed."""
+        return [ToolCall(**c) for c in self.pending_calls]
+
+    def set_calls(self, calls: list[ToolCall]) -> None:
+        """Replace the pending calls."""
+        self.pending_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                              for c in calls]
+
+
+@dataclass(slots=True)
+class TaskResult:
+    """How a task (or one resumption of it) ended."""
+
+    task_id: str
+    trace_id: str
+    conversation_id: str
+    outcome: Outcome
+    #: The answer, the question, or a plain sentence saying what went wrong.
+    text: str
+    report: TaskReport
+    question: Question | None = None
+    approval: PendingApproval | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """False while the task waits for a user reply or an approval."""
+        return self.outcome not in ("asked_user", "awaiting_approval", "running")
+
+
+@dataclass(slots=True)
+class RuntimeState:
+    """Per-process companions of a TaskState that are not persisted."""
+
+    failures: TaskFailures = field(default_factory=TaskFailures)
+    started: float = field(default_factory=time.perf_counter)

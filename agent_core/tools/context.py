@@ -1,0 +1,35 @@
+"""ToolContext: who is asking and where, passed to every tool that declares it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALL_PERMISSIONS = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """The caller of a tool. There is no global session: this is all a tool knows."""
+
+    user_id: str
+    conversation_id: str
+    trace_id: str
+    created_at: float = field(default_factory=time.time)
+    role: str = "user"
+    permissions: frozenset[str] = frozenset({"read"})
+    #: The task's sandbox directory; file tools resolve every path inside it.
+    workdir: Path | None = None
+    task_id: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def allows(self, permission: str | None) -> bool:
+        """Whether this caller holds ``permission`` (None means no permission is needed)."""
+        return (
+            permission is None
+            or ALL_PERMISSIONS in self.permissions
+            or permission in self.permissions
+        )

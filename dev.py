@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Set up and run hermes-gateway from a fresh clone with nothing but Python 3.11+.
+
+    python3 dev.py serve [serve options]   # start the gateway (creates .venv on first run)
+    python3 dev.py test [pytest options]   # run the whole test suite
+    python3 dev.py lint                    # ruff and mypy
+    python3 dev.py <any hermes-gateway subcommand>   # e.g. demo, run --task "...", tools
+
+The virtual environment lives in .venv and is re-installed only when pyproject.toml changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("HERMES_VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+
+
+def _stamp_for(extras: str) -> str:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    return f"{digest}{extras}"
+
+
+def ensure_env(*, dev: bool) -> None:
+    """Create .venv and install the project (with dev extras when asked) if out of date."""
+    extras = "[dev]" if dev else ""
+    stamp_file = VENV / ".hermes-installed"
+    installed = stamp_file.read_text().split() if stamp_file.exists() else []
+    wanted = _stamp_for(extras)
+    # A dev install also satisfies a plain one.
+    if wanted in installed or (not dev and _stamp_for("[dev]") in installed):
+        return
+    if not PYTHON.exists():
+        print(f"creating virtual environment in {VENV} ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("installing hermes-gateway and its dependencies (first run only) ...", flush=True)
+    subprocess.run(
+        [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-e", f"{ROOT}{extras}"],
+        check=True,
+    )
+    stamp_file.write_text(" ".join([*installed, wanted]))
+
+
+def main(argv: list[str]) -> int:
+    command, *rest = argv or ["serve"]
+    if command == "test":
+        ensure_env(dev=True)
+        return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
+    if command == "lint":
+        ensure_env(dev=True)
+        ruff = subprocess.call([str(BIN / "ruff"), "check", "."], cwd=ROOT)
+        mypy = subprocess.call([str(BIN / "mypy")], cwd=ROOT)
+        return ruff or mypy
+    ensure_env(dev=False)
+    os.execv(str(BIN / "hermes-gateway"), [str(BIN / "hermes-gateway"), command, *rest])
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,156 @@
+"""The ``hermes-gateway`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from rich.console import Console
+
+from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
+from agent_core.log import configure_logging
+from agent_core.models import OpenAICompatModel
+from agent_core.models._http import ModelHTTP
+from agent_core.models.replay import ReplayModelServer, Reply
+from agent_core.redaction import register as register_secrets
+from agent_core.reporters import ConsoleReporter, JsonLinesReporter
+from agent_core.settings import missing_model_message
+from agent_core.store import MemoryConversationStore
+
+from .runtime import build_registry, build_runtime
+
+log = logging.getLogger(__name__)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        settings = load_settings()
+        register_secrets(_secret_values(settings))
+        configure_logging("DEBUG" if args.debug else settings.log_level,
+                          json_lines=settings.log_json)
+        result: int = args.handler(args, settings)
+        return result
+    except KeyboardInterrupt:
+        return 130
+    except (HermesError, OSError) as exc:
+        if args.debug:
+            raise
+        print(f"hermes-gateway: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hermes-gateway",
+                                     description="Chat platforms <-> tool-calling LLM agents")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run one task and print its event stream")
+    run.add_argument("--task", required=True, help="what the agent should do")
+    run.add_argument("--json", action="store_true", help="print events as JSON lines")
+    run.add_argument("--conversation", default="cli", help="conversation id")
+    run.add_argument("-v", "--verbose", action="store_true")
+    run.set_defaults(handler=_cmd_run)
+
+    tools = sub.add_parser("tools", help="list the enabled tools with their schemas")
+    tools.add_argument("--json", action="store_true")
+    tools.set_defaults(handler=_cmd_tools)
+
+    demo = sub.add_parser("demo", help="replay a recorded sales-report session offline")
+    demo.add_argument("--json", action="store_true", help="print events as JSON lines")
+    demo.add_argument("-v", "--verbose", action="store_true")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def _secret_values(settings: Settings) -> list[str]:
+    values = []
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if hasattr(value, "get_secret_value"):
+            values.append(value.get_secret_value())
+    return values
+
+
+def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    if not settings.model_configured:
+        raise ConfigError(missing_model_message())
+    return asyncio.run(_run_task(settings, args.task, args.conversation, json_out=args.json,
+                                 verbose=args.verbose or settings.agent_default_verbose))
+
+
+async def _run_task(settings: Settings, text: str, conversation: str, *, json_out: bool,
+                    verbose: bool, model: Any = None) -> int:
+    runtime = build_runtime(settings, store=MemoryConversationStore(), model=model)
+    reporter: Any = JsonLinesReporter() if json_out else ConsoleReporter(verbose=verbose)
+    runtime.bus.subscribe(reporter)
+    try:
+        result = await runtime.loop.run(TaskRequest(
+            text=text, conversation_id=conversation, extra={
+                "data_dir": str(settings.hermes_data_dir)}))
+    finally:
+        await runtime.aclose()
+    return 0 if result.outcome in ("answered", "asked_user") else 1
+
+
+def _cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
+    registry = build_registry(settings)
+    if args.json:
+        print(json.dumps(registry.specs(), indent=2, ensure_ascii=False))
+        return 0
+    console = Console()
+    for t in registry:
+        flags: list[str] = [t.side_effect]
+        if t.requires_confirmation:
+            flags.append("needs approval")
+        if t.tags:
+            flags.append("tags: " + ", ".join(sorted(t.tags)))
+        console.print(f"[bold]{t.name}[/] [dim]({'; '.join(flags)})[/]\n  {t.description}")
+        console.print_json(json.dumps(t.parameters))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    session = json.loads(resources.files("gateway.demo").joinpath("sales_session.json")
+                         .read_text(encoding="utf-8"))
+    return asyncio.run(_demo(settings, session, json_out=args.json, verbose=args.verbose))
+
+
+async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
+                verbose: bool) -> int:
+    console = Console(stderr=json_out)
+    console.print(f"[bold]hermes-gateway demo[/]: replaying a model session recorded on "
+                  f"{session['recorded_on']} through the real OpenAI-compatible adapter and "
+                  "agent loop. No API key or network needed; the tools run for real.")
+    console.print(f"[bold]task:[/] {session['task']}\n")
+    server = ReplayModelServer(Reply.from_dict(t) for t in session["turns"])
+    await server.start()
+    try:
+        http = ModelHTTP(provider="replay", base_url=server.openai_url, headers={},
+                         timeout=30, max_retries=0)
+        demo_settings = settings.model_copy(update={"hermes_tools": ["tools.sales"],
+                                                    "agent_replan_every": 0})
+        code = await _run_task(demo_settings, session["task"], "demo", json_out=json_out,
+                               verbose=verbose, model=OpenAICompatModel(http, "recorded"))
+    finally:
+        await server.stop()
+    console.print(f"\nThe report was appended under {settings.hermes_data_dir / 'reports'}. "
+                  "Configure a model (see .env.example) and try "
+                  "`hermes-gateway run --task ...` to do the same live.")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

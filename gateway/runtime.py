@@ -1,0 +1,57 @@
+"""Builds the agent runtime (model, tools, store, loop) from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_core import EventBus, LoopConfig, Settings, TaskLoop, ToolExecutor, ToolRegistry
+from agent_core.context import counter_for
+from agent_core.models import ModelAdapter, build_model
+from agent_core.store import ConversationStore
+from agent_core.tools import BreakerBoard
+
+
+@dataclass
+class Runtime:
+    """Everything a task needs, built once per process."""
+
+    settings: Settings
+    model: ModelAdapter
+    registry: ToolRegistry
+    executor: ToolExecutor
+    store: ConversationStore
+    bus: EventBus
+    loop: TaskLoop
+
+    async def aclose(self) -> None:
+        """Close the model's connections and the store."""
+        await self.bus.drain()
+        await self.model.aclose()
+        await self.store.aclose()
+
+
+def build_registry(settings: Settings) -> ToolRegistry:
+    """The tools named by HERMES_TOOLS."""
+    return ToolRegistry.from_modules(settings.hermes_tools)
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    store: ConversationStore,
+    model: ModelAdapter | None = None,
+    registry: ToolRegistry | None = None,
+    bus: EventBus | None = None,
+) -> Runtime:
+    """Wire model, tools, store and loop together."""
+    registry = registry if registry is not None else build_registry(settings)
+    board = BreakerBoard(failures=settings.tool_breaker_failures,
+                         window=settings.tool_breaker_window,
+                         cooldown=settings.tool_breaker_cooldown)
+    executor = ToolExecutor(registry, board=board, timeout=settings.tool_timeout)
+    model = model if model is not None else build_model(settings)
+    bus = bus or EventBus()
+    loop = TaskLoop(model=model, executor=executor, store=store, bus=bus,
+                    config=LoopConfig.from_settings(settings),
+                    counter=counter_for(settings.llm_provider))
+    return Runtime(settings, model, registry, executor, store, bus, loop)

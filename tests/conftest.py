@@ -1,0 +1,128 @@
+"""Shared fixtures. Each is a factory that cleans up what it creates."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_core import Event, EventBus, LoopConfig, TaskLoop, ToolExecutor, ToolRegistry
+from agent_core.context import EstimateCounter
+from agent_core.models import AnthropicModel, ModelAdapter, OllamaModel, OpenAICompatModel
+from agent_core.models._http import ModelHTTP
+from agent_core.models.replay import ReplayModelServer
+from agent_core.store import ConversationStore, MemoryConversationStore
+from agent_core.tools import BreakerBoard
+
+
+@pytest.fixture(autouse=True)
+def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests talk to loopback only: any other address fails loudly."""
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        if isinstance(address, tuple) and self.family in (socket.AF_INET, socket.AF_INET6):
+            host = str(address[0])
+            if not (host.startswith("127.") or host in ("::1", "localhost")):
+                raise OSError(f"test tried to reach the network: {address!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    for var in [k for k in os.environ if k.startswith(("LLM_", "HERMES_", "SLACK_",
+                                                        "TELEGRAM_", "AGENT_"))]:
+        monkeypatch.delenv(var)
+    yield
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A fresh data directory."""
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+async def model_server() -> AsyncIterator[ReplayModelServer]:
+    """A running local model server; script it with .add(...)."""
+    async with ReplayModelServer() as server:
+        yield server
+
+
+class SleepRecorder:
+    """Records the backoff delays an adapter asks for, without waiting them out."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+ModelFactory = Callable[..., ModelAdapter]
+
+
+@pytest.fixture
+async def make_model(model_server: ReplayModelServer, sleeps: SleepRecorder
+                     ) -> AsyncIterator[ModelFactory]:
+    """Builds real adapters pointed at the local model server."""
+    made: list[ModelAdapter] = []
+
+    def factory(provider: str = "openai", *, native_tools: bool = True, max_retries: int = 2,
+                timeout: float = 5.0, base_url: str | None = None,
+                headers: dict[str, str] | None = None) -> ModelAdapter:
+        url = base_url or (model_server.openai_url if provider == "openai"
+                           else model_server.root)
+        http = ModelHTTP(provider=provider, base_url=url, headers=headers or {},
+                         timeout=timeout, max_retries=max_retries, sleep=sleeps)
+        cls = {"openai": OpenAICompatModel, "anthropic": AnthropicModel,
+               "ollama": OllamaModel}[provider]
+        model = cls(http, "test-model", native_tools=native_tools)
+        made.append(model)
+        return model
+
+    yield factory
+    for m in made:
+        await m.aclose()
+
+
+class Recorder:
+    """Subscribes to a bus and keeps every event."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.events: list[Event] = []
+        bus.subscribe(self.events.append)
+
+    def types(self) -> list[str]:
+        return [str(e.type) for e in self.events]
+
+    def of(self, name: str) -> list[Event]:
+        return [e for e in self.events if e.type == name]
+
+
+@pytest.fixture
+def make_loop(make_model: ModelFactory) -> Callable[..., tuple[TaskLoop, Recorder]]:
+    """A TaskLoop over a real adapter and the given tools; returns (loop, recorder)."""
+
+    def factory(tools: list[Any], *, provider: str = "openai", store: ConversationStore | None
+                = None, model: ModelAdapter | None = None, native_tools: bool = True,
+                board: BreakerBoard | None = None, tool_timeout: float = 5.0,
+                **config: Any) -> tuple[TaskLoop, Recorder]:
+        bus = EventBus()
+        executor = ToolExecutor(ToolRegistry(tools), board=board, timeout=tool_timeout)
+        loop = TaskLoop(
+            model=model or make_model(provider, native_tools=native_tools),
+            executor=executor, store=store or MemoryConversationStore(), bus=bus,
+            config=LoopConfig(**{"replan_every": 0, **config}), counter=EstimateCounter())
+        return loop, Recorder(bus)
+
+    return factory

@@ -1,0 +1,94 @@
+"""The hermes-gateway command: run, tools, demo, and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+
+
+def test_run_without_a_model_says_which_settings_to_set(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--task", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, "one line, no traceback"
+    assert "LLM_PROVIDER" in err and "hermes-gateway demo" in err
+
+
+def test_a_bad_setting_is_one_clear_line(capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MAX_ROUND", "lots")
+    assert main(["tools"]) == 2
+    err = capsys.readouterr().err
+    assert "AGENT_MAX_ROUND='lots'" in err and "Traceback" not in err
+
+
+def test_tools_lists_schemas(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tools", "--json"]) == 0
+    specs = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in specs] == ["query_sales_data", "calc_growth_rate",
+                                          "save_daily_report"]
+    assert specs[0]["parameters"]["required"] == ["start_date", "end_date"]
+
+
+def test_demo_replays_the_recorded_session_offline(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+    assert main(["demo", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "replaying a model session recorded" in captured.err
+    events = [json.loads(line) for line in captured.out.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "AGENT_STARTED" and types[-1] == "AGENT_FINISHED"
+    assert types.count("TOOL_FINISHED") == 4
+    growth = next(e for e in events if e["type"] == "TOOL_FINISHED"
+              and e["payload"]["tool"] == "calc_growth_rate")
+    assert '"growth_rate_percent": 16.89' in growth["payload"]["output"]
+    assert events[-1]["payload"]["outcome"] == "answered"
+    assert "16.89%" in events[-1]["payload"]["text"]
+    assert list((tmp_path / "reports").glob("*.md"))
+
+
+def test_run_with_a_configured_model_goes_through_settings_and_the_real_adapter(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    from agent_core.models.replay import ReplayModelServer, Reply
+
+    server = ReplayModelServer([Reply.call("calc_growth_rate", {"current": 120, "previous": 100}),
+                                Reply("Growth is 20%.")])
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(5)
+    try:
+        monkeypatch.setenv("LLM_PROVIDER", "openai")
+        monkeypatch.setenv("LLM_MODEL_NAME", "scripted")
+        monkeypatch.setenv("LLM_BASE_URL", server.openai_url)
+        monkeypatch.setenv("LLM_API_KEY", "sk-cli-test-key-0123456789")
+        monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+        assert main(["run", "--task", "growth from 100 to 120?", "--json"]) == 0
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    out = capsys.readouterr().out
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[-1]["payload"]["text"] == "Growth is 20%."
+    assert server.requests[0][1]["model"] == "scripted"
+    assert "sk-cli-test-key" not in out

@@ -1,0 +1,40 @@
+"""The README, .env.example and docs stay true to the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_core import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env_example_names() -> set[str]:
+    text = (ROOT / ".env.example").read_text()
+    return set(re.findall(r"^([A-Z][A-Z0-9_]+)=", text, flags=re.MULTILINE))
+
+
+def test_env_example_lists_every_setting_and_nothing_else() -> None:
+    fields = {name.upper() for name in Settings.model_fields}
+    listed = _env_example_names()
+    assert fields - listed == set(), "settings missing from .env.example"
+    assert listed - fields == set(), ".env.example names settings that do not exist"
+
+
+def test_env_example_defaults_load_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if re.match(r"^[A-Z][A-Z0-9_]+=", line):
+            name, value = line.split("=", 1)
+            if value:
+                monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.agent_max_round == 15 and not settings.model_configured
+
+
+def test_readme_quick_start_names_the_commands_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 dev.py test" in readme and "python3 dev.py test" in ci
