@@ -44,7 +44,7 @@ from .prompt import REPAIR_PROMPT, system_message
 from .replanner import Replanner
 from .report import Outcome, TaskReport
 from .settings import Settings
-from .store.base import ConversationStore
+from .store.base import BoundMemory, ConversationStore
 from .task import PendingApproval, Question, RuntimeState, TaskRequest, TaskResult, TaskState
 from .tools.context import ToolContext
 from .tools.executor import ToolExecutor, ToolResult
@@ -501,7 +501,7 @@ class TaskLoop:
             trace_id=state.trace_id, created_at=state.created_at, role=state.role,
             permissions=frozenset(state.permissions),
             workdir=Path(state.workdir) if state.workdir else None, task_id=state.task_id,
-            extra=state.extra)
+            extra=state.extra, memory=BoundMemory(self.store, state.conversation_id))
 
     # --- persistence -------------------------------------------------------------------
     async def _append(self, run: _Run, messages: list[Message]) -> None:
@@ -525,7 +525,7 @@ class TaskLoop:
         eviction = fit(snap.window, policy, self.counter, task_id=run.state.task_id)
         if eviction.changed:
             await self.store.rewrite_window(run.state.conversation_id, eviction.keep,
-                                            eviction.archive)
+                                            eviction.archive, base=[m.id for m in snap.window])
 
     async def _finish(self, run: _Run, outcome: Outcome, text: str) -> TaskResult:
         state = run.state

@@ -75,6 +75,7 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
         case_sensitive=False,
+        env_ignore_empty=True,  # `LLM_PROVIDER=` (as in .env.example) means "not set"
         validate_default=True,
     )
 
@@ -103,7 +104,7 @@ class Settings(BaseSettings):
 
     # --- tools -------------------------------------------------------------------------
     hermes_tools: list[str] = Field(
-        default_factory=lambda: ["tools.sales"],
+        default_factory=lambda: ["tools.sales", "tools.recall"],
         description="modules whose @tool functions are enabled",
     )
     tool_timeout: float = Field(30.0, gt=0)
@@ -113,6 +114,19 @@ class Settings(BaseSettings):
 
     # --- storage -----------------------------------------------------------------------
     hermes_data_dir: Path = Field(Path("data"), description="state, sandboxes and reports")
+    redis_url: SecretStr | None = Field(
+        None, description="redis://, rediss:// (TLS) or unix://; unset: embedded Valkey")
+    redis_prefix: str = Field("hermes", pattern=r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$")
+    conversation_ttl: float = Field(0, ge=0, description="forget idle conversations; 0 = off")
+    conversation_max_archive: int = Field(100_000, ge=100)
+    task_retention: float = Field(7 * 86400, gt=0, description="seconds finished tasks are kept")
+
+    # --- context window ------------------------------------------------------------------
+    max_context_messages: int = Field(20, ge=4)
+    context_margin: float = Field(0.05, ge=0, lt=0.5)
+    context_warn_ratio: float = Field(0.8, gt=0, le=1)
+    max_observation_tokens: int = Field(2000, ge=100)
+    context_summary_model: ModelSpec | None = None
 
     # --- logging -----------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -22,6 +22,8 @@ from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
 from agent_core.settings import missing_model_message
 from agent_core.store import MemoryConversationStore
+from agent_core.store.factory import open_store
+from agent_core.store.keys import check_conversation_id
 
 from .runtime import build_registry, build_runtime
 
@@ -44,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     except KeyboardInterrupt:
         return 130
-    except (HermesError, OSError) as exc:
+    except (HermesError, OSError, ValueError) as exc:
         if args.debug:
             raise
         print(f"hermes-gateway: {exc}", file=sys.stderr)
@@ -60,7 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one task and print its event stream")
     run.add_argument("--task", required=True, help="what the agent should do")
     run.add_argument("--json", action="store_true", help="print events as JSON lines")
-    run.add_argument("--conversation", default="cli", help="conversation id")
+    run.add_argument("--conversation", default="cli",
+                     help="conversation id; its memory persists across runs in the store")
+    run.add_argument("--no-store", action="store_true",
+                     help="keep memory in this process only (no Redis, nothing persisted)")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(handler=_cmd_run)
 
@@ -87,13 +92,17 @@ def _secret_values(settings: Settings) -> list[str]:
 def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.model_configured:
         raise ConfigError(missing_model_message())
+    check_conversation_id(args.conversation)
     return asyncio.run(_run_task(settings, args.task, args.conversation, json_out=args.json,
-                                 verbose=args.verbose or settings.agent_default_verbose))
+                                 verbose=args.verbose or settings.agent_default_verbose,
+                                 persistent=not args.no_store))
 
 
 async def _run_task(settings: Settings, text: str, conversation: str, *, json_out: bool,
-                    verbose: bool, model: Any = None) -> int:
-    runtime = build_runtime(settings, store=MemoryConversationStore(), model=model)
+                    verbose: bool, persistent: bool, model: Any = None) -> int:
+    opened = await open_store(settings) if persistent else None
+    store = opened.store if opened else MemoryConversationStore()
+    runtime = build_runtime(settings, store=store, model=model)
     reporter: Any = JsonLinesReporter() if json_out else ConsoleReporter(verbose=verbose)
     runtime.bus.subscribe(reporter)
     try:
@@ -102,6 +111,8 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
                 "data_dir": str(settings.hermes_data_dir)}))
     finally:
         await runtime.aclose()
+        if opened is not None and opened.embedded is not None:
+            await opened.embedded.stop()
     return 0 if result.outcome in ("answered", "asked_user") else 1
 
 
@@ -143,7 +154,8 @@ async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
         demo_settings = settings.model_copy(update={"hermes_tools": ["tools.sales"],
                                                     "agent_replan_every": 0})
         code = await _run_task(demo_settings, session["task"], "demo", json_out=json_out,
-                               verbose=verbose, model=OpenAICompatModel(http, "recorded"))
+                               verbose=verbose, persistent=False,
+                               model=OpenAICompatModel(http, "recorded"))
     finally:
         await server.stop()
     console.print(f"\nThe report was appended under {settings.hermes_data_dir / 'reports'}. "

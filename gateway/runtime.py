@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from agent_core import EventBus, LoopConfig, Settings, TaskLoop, ToolExecutor, ToolRegistry
 from agent_core.context import counter_for
-from agent_core.models import ModelAdapter, build_model
+from agent_core.context.compressor import ContextCompressor, ModelSummariser
+from agent_core.loop import Compressor
+from agent_core.models import ModelAdapter, build_adapter, build_model
 from agent_core.store import ConversationStore
 from agent_core.tools import BreakerBoard
 
@@ -27,6 +29,8 @@ class Runtime:
         """Close the model's connections and the store."""
         await self.bus.drain()
         await self.model.aclose()
+        if isinstance(self.loop.compressor, ModelSummariser):
+            await self.loop.compressor.model.aclose()
         await self.store.aclose()
 
 
@@ -51,7 +55,12 @@ def build_runtime(
     executor = ToolExecutor(registry, board=board, timeout=settings.tool_timeout)
     model = model if model is not None else build_model(settings)
     bus = bus or EventBus()
+    counter = counter_for(settings.llm_provider)
+    compressor: Compressor = ContextCompressor(counter)
+    if settings.context_summary_model is not None:
+        compressor = ModelSummariser(build_adapter(settings.context_summary_model, settings),
+                                     fallback=ContextCompressor(counter))
     loop = TaskLoop(model=model, executor=executor, store=store, bus=bus,
-                    config=LoopConfig.from_settings(settings),
-                    counter=counter_for(settings.llm_provider))
+                    config=LoopConfig.from_settings(settings), counter=counter,
+                    compressor=compressor)
     return Runtime(settings, model, registry, executor, store, bus, loop)

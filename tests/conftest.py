@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from agent_core.models import AnthropicModel, ModelAdapter, OllamaModel, OpenAIC
 from agent_core.models._http import ModelHTTP
 from agent_core.models.replay import ReplayModelServer
 from agent_core.store import ConversationStore, MemoryConversationStore
+from agent_core.store.embedded import EmbeddedValkey
+from agent_core.store.redis import RedisConversationStore, connect
 from agent_core.tools import BreakerBoard
 
 
@@ -36,6 +40,46 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
                                                         "TELEGRAM_", "AGENT_"))]:
         monkeypatch.delenv(var)
     yield
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Redis-protocol server for the session: TEST_REDIS_URL if set (e.g. Debian's
+    redis-server in CI), otherwise the embedded Valkey server the gateway itself uses."""
+    external = os.environ.get("TEST_REDIS_URL")
+    if external:
+        yield external
+        return
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"))
+    info = asyncio.run(server.start())
+    yield info.url
+    asyncio.run(server.stop())
+
+
+StoreFactory = Callable[..., RedisConversationStore]
+
+
+@pytest.fixture
+async def make_store(redis_url: str) -> AsyncIterator[StoreFactory]:
+    """Stores with a unique key prefix each; their keys are deleted afterwards."""
+    made: list[RedisConversationStore] = []
+
+    def factory(prefix: str | None = None, url: str | None = None,
+                **options: Any) -> RedisConversationStore:
+        store = RedisConversationStore(connect(url or redis_url),
+                                       prefix=prefix or f"t{uuid.uuid4().hex[:12]}", **options)
+        made.append(store)
+        return store
+
+    yield factory
+    for store in made:
+        try:
+            keys = [k async for k in store.redis.scan_iter(match=f"{store.keys.prefix}:*")]
+            if keys:
+                await store.redis.unlink(*keys)
+        except Exception:  # a test may have stopped its own server on purpose
+            pass
+        await store.aclose()
 
 
 @pytest.fixture

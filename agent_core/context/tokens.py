@@ -72,9 +72,11 @@ class EstimateCounter:
     name = "estimate:v1"
 
     # Fitted against cl100k on tests/data/token_corpus.txt; see the module docstring.
-    CJK = 1.2
-    WORD_CHARS_PER_TOKEN = 6.0
+    CJK = 1.1
+    WORD_CHARS_PER_TOKEN = 7.0
     DIGITS_PER_TOKEN = 3.0
+    NEWLINES = 0.5  # a newline run often merges with the next piece
+    SPACES = 0.0  # indentation runs merge with the following word
 
     def count(self, text: str) -> int:
         """Estimated tokens in ``text``."""
@@ -88,6 +90,10 @@ class EstimateCounter:
                 total += max(1.0, len(piece.strip()) / self.WORD_CHARS_PER_TOKEN)
             elif kind == "digits":
                 total += math.ceil(len(piece) / self.DIGITS_PER_TOKEN)
+            elif kind == "newlines":
+                total += self.NEWLINES
+            elif kind == "spaces":
+                total += self.SPACES
             else:
                 total += 1.0
         return math.ceil(total)

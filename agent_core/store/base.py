@@ -54,6 +54,18 @@ class WindowSize:
     tokens: int
 
 
+class BoundMemory:
+    """A store seen through one conversation: what a tool gets as ``ctx.memory``."""
+
+    def __init__(self, store: ConversationStore, conversation_id: str) -> None:
+        self._store = store
+        self.conversation_id = conversation_id
+
+    async def recall(self, query: str, limit: int) -> list[ArchiveHit]:
+        """Search this conversation's archive, and only this one."""
+        return await self._store.recall(self.conversation_id, query, limit)
+
+
 class ConversationStore(abc.ABC):
     """Per-conversation memory. One conversation never sees another's data."""
 
@@ -68,8 +80,14 @@ class ConversationStore(abc.ABC):
 
     @abc.abstractmethod
     async def rewrite_window(self, conversation_id: str, keep: list[Message],
-                             archive: list[Message]) -> None:
-        """Atomically replace the window with ``keep`` and archive ``archive``."""
+                             archive: list[Message], *, base: list[str] | None = None
+                             ) -> bool:
+        """Atomically replace the window with ``keep`` and archive ``archive``.
+
+        ``base`` is the ids of the window the caller computed from; messages appended since
+        are kept after ``keep``. Returns False (changing nothing) when the window no longer
+        starts with ``base``.
+        """
 
     @abc.abstractmethod
     async def set_plan(self, conversation_id: str, plan: str) -> None:

@@ -45,11 +45,16 @@ class MemoryConversationStore(ConversationStore):
         return WindowSize(len(conv.window), sum(m.tokens for m in conv.window))
 
     async def rewrite_window(self, conversation_id: str, keep: list[Message],
-                             archive: list[Message]) -> None:
+                             archive: list[Message], *, base: list[str] | None = None
+                             ) -> bool:
         conv = self._get(conversation_id)
-        conv.window = list(keep)
+        expected = base if base is not None else [m.id for m in conv.window]
+        if [m.id for m in conv.window[: len(expected)]] != expected:
+            return False
+        conv.window = [*keep, *conv.window[len(expected):]]
         for m in archive:
             conv.archive.setdefault(m.id, m)
+        return True
 
     async def set_plan(self, conversation_id: str, plan: str) -> None:
         self._get(conversation_id).plan = plan

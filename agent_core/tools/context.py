@@ -6,9 +6,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ALL_PERMISSIONS = "*"
+
+
+class ConversationMemory(Protocol):
+    """The caller's own conversation memory: it can only ever search that conversation."""
+
+    async def recall(self, query: str, limit: int) -> list[Any]:
+        """Archived messages matching ``query``, best first."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +33,8 @@ class ToolContext:
     workdir: Path | None = None
     task_id: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Search of this conversation's archive (the recall tool uses it); None outside a task.
+    memory: ConversationMemory | None = None
 
     def allows(self, permission: str | None) -> bool:
         """Whether this caller holds ``permission`` (None means no permission is needed)."""

@@ -30,7 +30,7 @@ def test_tools_lists_schemas(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tools", "--json"]) == 0
     specs = json.loads(capsys.readouterr().out)
     assert [s["name"] for s in specs] == ["query_sales_data", "calc_growth_rate",
-                                          "save_daily_report"]
+                                          "save_daily_report", "recall"]
     assert specs[0]["parameters"]["required"] == ["start_date", "end_date"]
 
 
@@ -92,3 +92,6 @@ def test_run_with_a_configured_model_goes_through_settings_and_the_real_adapter(
     assert events[-1]["payload"]["text"] == "Growth is 20%."
     assert server.requests[0][1]["model"] == "scripted"
     assert "sk-cli-test-key" not in out
+    # The conversation was kept in the embedded store under the data dir, which stopped.
+    assert (tmp_path / "valkey" / "appendonlydir").is_dir()
+    assert not (tmp_path / "valkey" / "server.json").exists()

@@ -24,14 +24,14 @@ def test_env_example_lists_every_setting_and_nothing_else() -> None:
     assert listed - fields == set(), ".env.example names settings that do not exist"
 
 
-def test_env_example_defaults_load_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
-    for line in (ROOT / ".env.example").read_text().splitlines():
-        if re.match(r"^[A-Z][A-Z0-9_]+=", line):
-            name, value = line.split("=", 1)
-            if value:
-                monkeypatch.setenv(name, value)
+def test_env_example_copied_to_dot_env_loads_cleanly(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text((ROOT / ".env.example").read_text())
+    monkeypatch.chdir(tmp_path)
     settings = Settings()
     assert settings.agent_max_round == 15 and not settings.model_configured
+    assert settings.redis_url is None and settings.hermes_tools == ["tools.sales",
+                                                                   "tools.recall"]
 
 
 def test_readme_quick_start_names_the_commands_ci_runs() -> None:

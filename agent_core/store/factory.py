@@ -1,0 +1,55 @@
+"""Opens the configured store: REDIS_URL when set, otherwise the embedded Valkey server."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..settings import Settings
+from .embedded import EmbeddedValkey
+from .redis import RedisConversationStore, connect
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OpenStore:
+    """A connected store and, when embedded, the server behind it."""
+
+    store: RedisConversationStore
+    embedded: EmbeddedValkey | None
+    #: Where the store is, without credentials (for logs and /readyz).
+    location: str
+
+    async def close(self) -> None:
+        """Close the client, and stop the embedded server if this process started it."""
+        await self.store.aclose()
+        if self.embedded is not None:
+            await self.embedded.stop()
+
+
+async def open_store(settings: Settings) -> OpenStore:
+    """Connect to REDIS_URL, or start/reuse the embedded server under HERMES_DATA_DIR."""
+    embedded: EmbeddedValkey | None = None
+    if settings.redis_url is not None:
+        url = settings.redis_url.get_secret_value()
+        parts = urlsplit(url)
+        location = f"{parts.scheme}://{parts.hostname or parts.path}:{parts.port or ''}"
+    else:
+        embedded = EmbeddedValkey(settings.hermes_data_dir)
+        info = await embedded.start()
+        url = info.url
+        location = f"embedded valkey 127.0.0.1:{info.port} ({embedded.dir})"
+    store = RedisConversationStore(
+        connect(url), prefix=settings.redis_prefix,
+        max_archive=settings.conversation_max_archive, task_retention=settings.task_retention)
+    try:
+        await store.ping()
+    except Exception:
+        await store.aclose()
+        if embedded is not None:
+            await embedded.stop()
+        raise
+    log.info("conversation store: %s", location)
+    return OpenStore(store, embedded, location)

@@ -1,0 +1,337 @@
+"""RedisConversationStore: conversations in any Redis-protocol server (redis-py asyncio).
+
+Per conversation (all keys built by ``Keys``, hash-tagged by conversation id):
+
+- ``window``: LIST of the messages in front of the model (bounded by the context window)
+- ``meta``: HASH of plan, summary, created_at, last_active, window_tokens, archived counts
+- ``archive``: HASH seq -> archived message with its summary; ``archive_ids`` makes
+  archiving idempotent
+- ``t:<term>``: APPEND-only packed postings (seq, tf, doc length) of the keyword index, so
+  recall reads one key per query term and never scans the archive
+
+Every read for a model call is one round trip (LRANGE window + HGETALL meta); appends and
+window rewrites are transactions. Connection failures become StoreUnavailableError.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import logging
+import struct
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+import redis.asyncio as aioredis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import BusyLoadingError, WatchError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from ..errors import StoreUnavailableError
+from ..messages import Message
+from ..task import TaskState
+from .base import ArchiveHit, ConversationStore, Snapshot, WindowSize
+from .keys import Keys, check_conversation_id
+from .search import bm25, idf, query_terms, terms
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_POSTING = struct.Struct("<IHH")
+_MAX_QUERY_TERMS = 16
+_SUMMARY_CHARS = 200
+_FINISHED = ("answered", "failed", "limit", "invalid", "cancelled")
+
+
+def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
+                 ) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Map connection-level failures to StoreUnavailableError."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError) as exc:
+            raise StoreUnavailableError(
+                f"the conversation store is unreachable: {type(exc).__name__}: {exc}") from exc
+
+    return wrapper
+
+
+def connect(url: str, **options: Any) -> aioredis.Redis:
+    """A client with short timeouts and a small retry budget for transient blips."""
+    return aioredis.Redis.from_url(
+        url, decode_responses=False, socket_timeout=5.0, socket_connect_timeout=2.0,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError], health_check_interval=30,
+        **options)
+
+
+def brief(text: str, limit: int = _SUMMARY_CHARS) -> str:
+    """A one-line summary: the first sentence, or the start of the text."""
+    flat = " ".join(text.split())
+    for end in (". ", "。", "! ", "? ", "\n"):
+        cut = flat.find(end)
+        if 20 <= cut < limit:
+            return flat[: cut + len(end)].strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class RedisConversationStore(ConversationStore):
+    """The production store. One client, shared by every task of the process."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = "hermes",
+                 max_archive: int = 100_000, task_retention: float = 7 * 86400) -> None:
+        self.redis = client
+        self.keys = Keys(prefix)
+        self.max_archive = max_archive
+        self.task_retention = task_retention
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+
+    @_unavailable
+    async def ping(self) -> bool:
+        """True when the server answers."""
+        return bool(await self.redis.ping())
+
+    # --- window ------------------------------------------------------------------------
+    @_unavailable
+    async def snapshot(self, conversation_id: str) -> Snapshot:
+        cid = check_conversation_id(conversation_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.lrange(self.keys.window(cid), 0, -1)
+        pipe.hgetall(self.keys.meta(cid))
+        raw, meta = await pipe.execute()
+        meta = {k.decode(): v.decode() for k, v in meta.items()}
+        now = time.time()
+        return Snapshot(
+            window=[Message.from_dict(json.loads(item)) for item in raw],
+            plan=meta.get("plan", ""), summary=meta.get("summary", ""),
+            archived=int(meta.get("archived", 0)),
+            created_at=float(meta.get("created_at", now)),
+            last_active=float(meta.get("last_active", now)))
+
+    @_unavailable
+    async def append(self, conversation_id: str, messages: list[Message], *,
+                     task: TaskState | None = None) -> WindowSize:
+        cid = check_conversation_id(conversation_id)
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=True)
+        if messages:
+            pipe.rpush(self.keys.window(cid), *[_dump(m) for m in messages])
+        else:
+            pipe.llen(self.keys.window(cid))
+        pipe.hincrby(self.keys.meta(cid), "window_tokens", sum(m.tokens for m in messages))
+        pipe.hset(self.keys.meta(cid), "last_active", repr(now))
+        pipe.hsetnx(self.keys.meta(cid), "created_at", repr(now))
+        pipe.zadd(self.keys.conversations(), {cid: now})
+        if task is not None:
+            self._queue_task(pipe, task)
+        result = await pipe.execute()
+        return WindowSize(int(result[0]), int(result[1]))
+
+    @_unavailable
+    async def rewrite_window(self, conversation_id: str, keep: list[Message],
+                             archive: list[Message], *, base: list[str] | None = None
+                             ) -> bool:
+        cid = check_conversation_id(conversation_id)
+        window_key = self.keys.window(cid)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for _ in range(5):
+                try:
+                    await pipe.watch(window_key, self.keys.archive_ids(cid))
+                    current = [Message.from_dict(json.loads(x))
+                               for x in await pipe.lrange(window_key, 0, -1)]
+                    expected = base if base is not None else [m.id for m in current]
+                    if [m.id for m in current[: len(expected)]] != expected:
+                        await pipe.reset()  # type: ignore[no-untyped-call]
+                        return False  # another writer rewrote the window; evict next time
+                    new_window = [*keep, *current[len(expected):]]
+                    fresh = await self._not_yet_archived(pipe, cid, archive)
+                    first_seq = 0
+                    if fresh:
+                        first_seq = int(await pipe.incrby(self.keys.archive_seq(cid),
+                                                          len(fresh))) - len(fresh) + 1
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.delete(window_key)
+                    if new_window:
+                        pipe.rpush(window_key, *[_dump(m) for m in new_window])
+                    pipe.hset(self.keys.meta(cid), "window_tokens",
+                              sum(m.tokens for m in new_window))
+                    self._queue_archive(pipe, cid, fresh, first_seq)
+                    await pipe.execute()
+                    break
+                except WatchError:
+                    continue
+            else:
+                return False
+        if fresh and first_seq + len(fresh) - 1 > self.max_archive:
+            await self._trim_archive(cid, first_seq + len(fresh) - 1)
+        return True
+
+    async def _not_yet_archived(self, pipe: Any, cid: str, messages: list[Message]
+                                ) -> list[Message]:
+        if not messages:
+            return []
+        seen = await pipe.hmget(self.keys.archive_ids(cid), [m.id for m in messages])
+        unique: dict[str, Message] = {}
+        for m, known in zip(messages, seen, strict=True):
+            if known is None:
+                unique.setdefault(m.id, m)
+        return list(unique.values())
+
+    def _queue_archive(self, pipe: Any, cid: str, messages: list[Message], first_seq: int
+                       ) -> None:
+        total_terms = 0
+        for offset, m in enumerate(messages):
+            seq = first_seq + offset
+            doc = {**m.to_dict(), "summary": brief(m.content), "seq": seq}
+            pipe.hset(self.keys.archive(cid), str(seq), json.dumps(doc, ensure_ascii=False))
+            pipe.hset(self.keys.archive_ids(cid), m.id, seq)
+            words = terms(f"{m.name or ''} {m.content}")
+            total_terms += len(words)
+            length = min(len(words), 65_535)
+            for term, tf in Counter(words).items():
+                pipe.append(self.keys.postings(cid, term),
+                            _POSTING.pack(seq, min(tf, 65_535), length))
+        if messages:
+            pipe.hincrby(self.keys.meta(cid), "archived", len(messages))
+            pipe.hincrby(self.keys.meta(cid), "archived_terms", total_terms)
+
+    async def _trim_archive(self, cid: str, last_seq: int) -> None:
+        """Keep the newest ``max_archive`` archived messages; older postings are skipped."""
+        low = last_seq - self.max_archive
+        meta = self.keys.meta(cid)
+        floor = int(await self.redis.hget(meta, "archive_floor") or 0)
+        if low <= floor:
+            return
+        doomed = [str(s) for s in range(floor + 1, low + 1)]
+        docs = await self.redis.hmget(self.keys.archive(cid), doomed)
+        ids = [json.loads(d)["id"] for d in docs if d]
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hdel(self.keys.archive(cid), *doomed)
+        if ids:
+            pipe.hdel(self.keys.archive_ids(cid), *ids)
+        pipe.hset(meta, "archive_floor", low)
+        pipe.hincrby(meta, "archived", -len(ids))
+        await pipe.execute()
+
+    @_unavailable
+    async def set_plan(self, conversation_id: str, plan: str) -> None:
+        cid = check_conversation_id(conversation_id)
+        await self.redis.hset(self.keys.meta(cid), "plan", plan)
+
+    # --- tasks -------------------------------------------------------------------------
+    def _queue_task(self, pipe: Any, state: TaskState) -> None:
+        ttl = int(self.task_retention) if state.status in _FINISHED else None
+        pipe.set(self.keys.task(state.task_id), state.model_dump_json(), ex=ttl)
+        pipe.sadd(self.keys.conv_tasks(state.conversation_id), state.task_id)
+
+    @_unavailable
+    async def save_task(self, state: TaskState) -> None:
+        check_conversation_id(state.conversation_id)
+        pipe = self.redis.pipeline(transaction=True)
+        self._queue_task(pipe, state)
+        await pipe.execute()
+
+    @_unavailable
+    async def load_task(self, task_id: str) -> TaskState | None:
+        raw = await self.redis.get(self.keys.task(task_id))
+        return TaskState.model_validate_json(raw) if raw else None
+
+    # --- recall ------------------------------------------------------------------------
+    @_unavailable
+    async def recall(self, conversation_id: str, query: str, limit: int = 5
+                     ) -> list[ArchiveHit]:
+        cid = check_conversation_id(conversation_id)
+        wanted = query_terms(query)[:_MAX_QUERY_TERMS]
+        if not wanted or limit <= 0:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.keys.meta(cid), ["archived", "archived_terms", "archive_floor"])
+        for term in wanted:
+            pipe.get(self.keys.postings(cid, term))
+        (count, total_terms, floor), *postings = await pipe.execute()
+        docs = int(count or 0)
+        if docs == 0:
+            return []
+        avg = int(total_terms or 0) / max(1, docs)
+        floor_seq = int(floor or 0)
+        scores: dict[int, float] = {}
+        lists = [(len(p) // _POSTING.size, p) for p in postings if p]
+        # Terms found in most documents say little and cost the most to score: skip them
+        # when rarer terms are there to rank by.
+        rare = [(df, p) for df, p in lists if df * 2 <= docs]
+        for df, raw in rare or lists:
+            weight = idf(docs, df)
+            for seq, tf, length in _POSTING.iter_unpack(raw):
+                if seq > floor_seq:
+                    scores[seq] = scores.get(seq, 0.0) + bm25(tf, length, avg, weight)
+        best = heapq.nlargest(limit, scores.items(), key=lambda kv: kv[1])
+        if not best:
+            return []
+        found = await self.redis.hmget(self.keys.archive(cid), [str(s) for s, _ in best])
+        hits = []
+        for (_, score), raw_doc in zip(best, found, strict=True):
+            if raw_doc is None:
+                continue
+            doc = json.loads(raw_doc)
+            hits.append(ArchiveHit(doc["id"], doc["role"], doc.get("kind", ""),
+                                   doc.get("content", ""), doc.get("summary", ""),
+                                   float(doc.get("ts", 0)), int(doc.get("round", 0)), score))
+        return hits
+
+    # --- lifecycle ---------------------------------------------------------------------
+    @_unavailable
+    async def reset(self, conversation_id: str) -> None:
+        cid = check_conversation_id(conversation_id)
+        snap = await self.snapshot(cid)
+        await self.rewrite_window(cid, [], snap.window, base=[m.id for m in snap.window])
+        await self.redis.hdel(self.keys.meta(cid), "plan", "summary")
+
+    @_unavailable
+    async def forget(self, conversation_id: str) -> int:
+        cid = check_conversation_id(conversation_id)
+        task_ids = [_text(t) for t in await self.redis.smembers(self.keys.conv_tasks(cid))]
+        deleted = 0
+        batch: list[bytes | str] = []
+        async for key in self.redis.scan_iter(match=self.keys.conv_pattern(cid), count=500):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += int(await self.redis.unlink(*batch))
+                batch = []
+        extra = [self.keys.task(t) for t in task_ids] + [self.keys.task_events(t)
+                                                          for t in task_ids]
+        batch.extend(extra)
+        if batch:
+            deleted += int(await self.redis.unlink(*batch))
+        await self.redis.zrem(self.keys.conversations(), cid)
+        return deleted
+
+    @_unavailable
+    async def sweep_idle(self, idle_seconds: float) -> list[str]:
+        """Forget every conversation idle for longer than ``idle_seconds``."""
+        cutoff = time.time() - idle_seconds
+        stale = [_text(c) for c in await self.redis.zrangebyscore(
+            self.keys.conversations(), "-inf", cutoff)]
+        for cid in stale:
+            await self.forget(cid)
+        if stale:
+            log.info("expired %d idle conversations", len(stale))
+        return stale
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _dump(m: Message) -> str:
+    return json.dumps(m.to_dict(), ensure_ascii=False)

@@ -1,0 +1,160 @@
+"""Conversation memory against the embedded Valkey server.
+
+Prints, at archive sizes of 100, 10 000 and 100 000 messages:
+- Redis round trips and time to assemble the context for one model call (must not grow
+  with the archive);
+- recall latency (p50 / p95) over varied keyword queries;
+- bytes stored per archived message (server memory growth / messages).
+
+    .venv/bin/python bench/memory.py [--sizes 100,10000,100000]
+
+Target: recall p50 < 20 ms at 100 000 archived messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio.client import Pipeline, Redis
+
+from agent_core import EventBus, LoopConfig, TaskLoop, TaskRequest, ToolExecutor, ToolRegistry
+from agent_core.context import EstimateCounter, message_tokens
+from agent_core.loop import _Run
+from agent_core.messages import Message
+from agent_core.models import ModelAdapter, ModelRequest, ModelResponse
+from agent_core.report import TaskReport
+from agent_core.store.embedded import EmbeddedValkey
+from agent_core.store.redis import RedisConversationStore, connect
+from agent_core.task import RuntimeState, TaskState
+from tools.recall import recall
+
+COUNTER = EstimateCounter()
+WORDS = [f"w{i}" for i in range(6000)]
+TOPICS = ["invoice", "refund", "deploy", "database", "latency", "budget", "region",
+          "customer", "report", "outage", "销售额", "库存", "订单"]
+
+
+class RoundTrips:
+    """Counts commands sent alone and pipelines executed (each one round trip)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._orig_cmd = Redis.execute_command
+        self._orig_pipe = Pipeline.execute
+
+    def __enter__(self) -> RoundTrips:
+        counter = self
+        orig_cmd, orig_pipe = self._orig_cmd, self._orig_pipe
+
+        async def cmd(self: Any, *args: Any, **kw: Any) -> Any:
+            counter.count += 1
+            return await orig_cmd(self, *args, **kw)
+
+        async def pipe(self: Any, *args: Any, **kw: Any) -> Any:
+            counter.count += 1
+            return await orig_pipe(self, *args, **kw)
+
+        Redis.execute_command = cmd  # type: ignore[method-assign]
+        Pipeline.execute = pipe  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        Redis.execute_command = self._orig_cmd  # type: ignore[method-assign]
+        Pipeline.execute = self._orig_pipe  # type: ignore[method-assign]
+
+
+def sentence(rng: random.Random) -> str:
+    words = [WORDS[min(int(rng.paretovariate(1.1)) - 1, len(WORDS) - 1)]
+             for _ in range(rng.randint(15, 45))]
+    words.insert(rng.randrange(len(words)), rng.choice(TOPICS))
+    if rng.random() < 0.3:
+        words.insert(rng.randrange(len(words)), f"{rng.randint(1, 99999)}")
+    return " ".join(words)
+
+
+async def populate(store: RedisConversationStore, cid: str, n: int, rng: random.Random) -> None:
+    batch = 500
+    for start in range(0, n, batch):
+        msgs = [Message(role="user" if i % 2 else "assistant", content=sentence(rng), round=i)
+                for i in range(start, min(n, start + batch))]
+        for m in msgs:
+            m.tokens = message_tokens(COUNTER, m)
+        await store.append(cid, msgs)
+        await store.rewrite_window(cid, [], msgs, base=[m.id for m in msgs])
+    window = [Message(role="user", content=sentence(rng)) for _ in range(20)]
+    for m in window:
+        m.tokens = message_tokens(COUNTER, m)
+    await store.append(cid, window)
+
+
+class Idle(ModelAdapter):
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="ok")
+
+
+async def measure(store: RedisConversationStore, cid: str, rng: random.Random
+                  ) -> dict[str, float]:
+    loop = TaskLoop(model=Idle(), executor=ToolExecutor(ToolRegistry([recall])), store=store,
+                    bus=EventBus(), config=LoopConfig(replan_every=0), counter=COUNTER)
+    state = TaskState.start(TaskRequest(text="x", conversation_id=cid), deadline_at=None)
+    run = _Run(state, TaskReport(), RuntimeState())
+    timings = []
+    for _ in range(30):
+        started = time.perf_counter()
+        with RoundTrips() as trips:
+            messages = await loop._context(run, shrink=False)
+        timings.append(time.perf_counter() - started)
+    assert len(messages) == 21
+    recall_times = []
+    for _ in range(60):
+        query = f"{rng.choice(TOPICS)} {rng.choice(WORDS[:300])} {rng.choice(WORDS)}"
+        started = time.perf_counter()
+        hits = await store.recall(cid, query, 5)
+        recall_times.append(time.perf_counter() - started)
+        assert len(hits) <= 5
+    recall_times.sort()
+    return {"context_ms": statistics.median(timings) * 1000, "round_trips": trips.count,
+            "recall_p50_ms": statistics.median(recall_times) * 1000,
+            "recall_p95_ms": recall_times[int(len(recall_times) * 0.95)] * 1000}
+
+
+async def main(sizes: list[int]) -> None:
+    server = EmbeddedValkey(Path(tempfile.mkdtemp(prefix="hermes-bench-")))
+    info = await server.start()
+    store = RedisConversationStore(connect(info.url), prefix="bench",
+                                   max_archive=max(sizes) + 1000)
+    rng = random.Random(42)
+    print(f"{'archived':>9} | {'context ms':>10} | {'round trips':>11} | {'recall p50':>10} | "
+          f"{'recall p95':>10} | {'bytes/msg':>9}")
+    try:
+        for size in sizes:
+            cid = f"bench:{size}"
+            before = int((await store.redis.info("memory"))["used_memory"])
+            started = time.perf_counter()
+            await populate(store, cid, size, rng)
+            load_s = time.perf_counter() - started
+            after = int((await store.redis.info("memory"))["used_memory"])
+            figures = await measure(store, cid, rng)
+            per_msg = (after - before) / size
+            print(f"{size:>9} | {figures['context_ms']:>10.2f} | {figures['round_trips']:>11} | "
+                  f"{figures['recall_p50_ms']:>8.2f}ms | {figures['recall_p95_ms']:>8.2f}ms | "
+                  f"{per_msg:>9.0f}   (archived in {load_s:.1f}s)")
+            await store.forget(cid)
+    finally:
+        await store.aclose()
+        await server.stop()
+    print("target: recall p50 < 20 ms at 100000; context time and round trips flat")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,10000,100000")
+    args = parser.parse_args()
+    asyncio.run(main([int(s) for s in args.sizes.split(",")]))

@@ -1,0 +1,281 @@
+"""RedisConversationStore against a real Redis-protocol server (embedded Valkey)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_core import TaskRequest, TaskState
+from agent_core.errors import StoreUnavailableError
+from agent_core.messages import Message, ToolCall
+from agent_core.models.replay import ReplayModelServer, Reply
+from agent_core.store.embedded import EmbeddedValkey
+from agent_core.store.redis import RedisConversationStore, connect
+from tests.conftest import StoreFactory
+from tools.recall import recall
+
+
+def msg(text: str, **kw: Any) -> Message:
+    return Message(role=kw.pop("role", "user"), content=text, tokens=len(text) // 4 + 4, **kw)
+
+
+async def test_append_and_snapshot_round_trip(make_store: StoreFactory) -> None:
+    store = make_store()
+    call = ToolCall("c1", "get_weather", {"city": "Oslo", "days": 3})
+    size = await store.append("slack:T1:C9:1712.33", [
+        msg("hello"), Message(role="assistant", kind="decision", tool_calls=[call], tokens=9),
+        msg("sunny", role="tool", tool_call_id="c1", name="get_weather", kind="observation")])
+    assert size.messages == 3 and size.tokens == (4 + 1) + 9 + (4 + 1)
+    snap = await store.snapshot("slack:T1:C9:1712.33")
+    assert [m.content for m in snap.window] == ["hello", "", "sunny"]
+    assert snap.window[1].tool_calls == [call]
+    assert snap.window[2].tool_call_id == "c1" and snap.window[2].kind == "observation"
+    assert snap.tokens == size.tokens and snap.created_at <= snap.last_active
+    assert (await store.snapshot("slack:T1:C9:other")).window == []
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "{brace}", "a*glob", "x" * 201, "-lead"])
+async def test_invalid_conversation_ids_are_refused(make_store: StoreFactory, bad: str) -> None:
+    with pytest.raises(ValueError, match="conversation id"):
+        await make_store().append(bad, [msg("x")])
+
+
+async def test_rewrite_window_archives_once_and_keeps_later_appends(
+        make_store: StoreFactory) -> None:
+    store = make_store()
+    cid = "webhook:crm:ticket-7"
+    first = [msg(f"m{i}") for i in range(4)]
+    await store.append(cid, first)
+    base = [m.id for m in first]
+    late = msg("arrived during eviction")
+    await store.append(cid, [late])
+    assert await store.rewrite_window(cid, first[2:], first[:2], base=base)
+    snap = await store.snapshot(cid)
+    assert [m.content for m in snap.window] == ["m2", "m3", "arrived during eviction"]
+    assert snap.archived == 2
+    # Archiving the same message again is a no-op; a stale base changes nothing.
+    assert await store.rewrite_window(cid, snap.window, first[:1],
+                                      base=[m.id for m in snap.window])
+    assert (await store.snapshot(cid)).archived == 2
+    assert not await store.rewrite_window(cid, [], [], base=["not-the-window"])
+    assert len((await store.snapshot(cid)).window) == 3
+
+
+async def test_task_state_round_trip_and_retention(make_store: StoreFactory) -> None:
+    store = make_store(task_retention=60)
+    state = TaskState.start(TaskRequest(text="do it", conversation_id="c:1"), deadline_at=None)
+    state.status = "awaiting_approval"
+    await store.save_task(state)
+    assert await store.redis.ttl(store.keys.task(state.task_id)) == -1, "paused tasks never expire"
+    loaded = await store.load_task(state.task_id)
+    assert loaded is not None and loaded.instruction == "do it"
+    state.status = "answered"
+    await store.save_task(state)
+    assert 0 < await store.redis.ttl(store.keys.task(state.task_id)) <= 60
+    assert await store.load_task("missing") is None
+
+
+async def test_fifty_conversations_appending_concurrently_lose_and_cross_nothing(
+        make_store: StoreFactory) -> None:
+    store = make_store()
+
+    async def chat(n: int) -> None:
+        for i in range(20):
+            await store.append(f"conv:{n}", [msg(f"conv {n} message {i}")])
+            if i % 7 == 3:  # evictions interleave with other conversations' appends
+                snap = await store.snapshot(f"conv:{n}")
+                await store.rewrite_window(f"conv:{n}", snap.window[2:], snap.window[:2],
+                                           base=[m.id for m in snap.window])
+
+    await asyncio.gather(*(chat(n) for n in range(50)))
+    for n in range(50):
+        snap = await store.snapshot(f"conv:{n}")
+        archived = [json.loads(doc)["content"]
+                    for doc in await store.redis.hvals(store.keys.archive(f"conv:{n}"))]
+        seen = [m.content for m in snap.window] + archived
+        assert sorted(seen) == sorted(f"conv {n} message {i}" for i in range(20))
+        assert [m.content for m in snap.window] == sorted(
+            (m.content for m in snap.window), key=lambda c: int(c.rsplit(" ", 1)[1]))
+
+
+async def test_recall_ranks_by_keywords_and_never_crosses_conversations(
+        make_store: StoreFactory) -> None:
+    store = make_store()
+    docs = [msg("the quarterly budget meeting moved to Thursday"),
+            msg("my locker code is 4471-ZEBRA, please remember it"),
+            msg("the deploy failed with a database timeout"),
+            msg("本周销售额比上周增长了百分之十二")]
+    await store.append("a:1", docs)
+    await store.rewrite_window("a:1", [], docs, base=[m.id for m in docs])
+    hits = await store.recall("a:1", "what was my locker code?", 3)
+    assert hits and "4471-ZEBRA" in hits[0].content
+    assert hits[0].summary.startswith("my locker code")
+    assert (await store.recall("a:1", "销售额增长", 1))[0].content.startswith("本周")
+    assert await store.recall("b:1", "locker code", 5) == []
+    assert await store.recall("a:1", "", 5) == []
+
+
+async def test_the_archive_is_bounded(make_store: StoreFactory) -> None:
+    store = make_store(max_archive=100)
+    docs = [msg(f"note {i} about topic{i % 3}") for i in range(130)]
+    await store.append("c:1", docs)
+    for _ in range(13):
+        snap = await store.snapshot("c:1")
+        await store.rewrite_window("c:1", snap.window[10:], snap.window[:10],
+                                   base=[m.id for m in snap.window])
+    assert await store.redis.hlen(store.keys.archive("c:1")) == 100
+    contents = {h.content for h in await store.recall("c:1", "topic0", 100)}
+    assert "note 0 about topic0" not in contents and "note 129 about topic0" in contents
+
+
+async def test_reset_keeps_the_archive_and_forget_removes_everything(
+        make_store: StoreFactory) -> None:
+    store = make_store()
+    state = TaskState.start(TaskRequest(text="x", conversation_id="d:1"), deadline_at=None)
+    await store.append("d:1", [msg("remember the blue door")], task=state)
+    await store.set_plan("d:1", "Goal: x")
+    await store.append("d:2", [msg("other conversation")])
+    await store.reset("d:1")
+    snap = await store.snapshot("d:1")
+    assert snap.window == [] and snap.plan == "" and snap.archived == 1
+    assert (await store.recall("d:1", "blue door", 1))[0].content == "remember the blue door"
+
+    assert await store.forget("d:1") > 0
+    assert [k async for k in store.redis.scan_iter(match=store.keys.conv_pattern("d:1"))] == []
+    assert await store.load_task(state.task_id) is None
+    assert (await store.snapshot("d:2")).window[0].content == "other conversation"
+
+
+async def test_idle_conversations_are_swept(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.append("old:1", [msg("stale")])
+    await store.redis.zadd(store.keys.conversations(), {"old:1": 1000.0})
+    await store.append("new:1", [msg("fresh")])
+    assert await store.sweep_idle(3600) == ["old:1"]
+    assert (await store.snapshot("old:1")).window == []
+    assert (await store.snapshot("new:1")).window[0].content == "fresh"
+
+
+async def test_prefixes_keep_deployments_apart(make_store: StoreFactory) -> None:
+    one, two = make_store("deploy-one"), make_store("deploy-two")
+    await one.append("x:1", [msg("one")])
+    assert (await two.snapshot("x:1")).window == []
+
+
+# --- restarts and outages, each with a server of its own ----------------------------------
+
+
+async def test_restarting_the_server_keeps_history_archive_and_task_state(
+        tmp_path: Path) -> None:
+    server = EmbeddedValkey(tmp_path)
+    info = await server.start()
+    store = RedisConversationStore(connect(info.url), prefix="restart")
+    state = TaskState.start(TaskRequest(text="long job", conversation_id="r:1"), deadline_at=None)
+    state.status = "awaiting_approval"
+    early = [msg("the invoice number is INV-20931"), msg("ok")]
+    await store.append("r:1", early, task=state)
+    await store.rewrite_window("r:1", early[1:], early[:1], base=[m.id for m in early])
+    await store.append("r:1", [msg("still here")])
+    await store.aclose()
+    await server.stop()
+
+    again = EmbeddedValkey(tmp_path)
+    info2 = await again.start()
+    assert again.started_here
+    store2 = RedisConversationStore(connect(info2.url), prefix="restart")
+    try:
+        snap = await store2.snapshot("r:1")
+        assert [m.content for m in snap.window] == ["ok", "still here"]
+        assert (await store2.recall("r:1", "invoice number", 1))[0].content.endswith("INV-20931")
+        loaded = await store2.load_task(state.task_id)
+        assert loaded is not None and loaded.status == "awaiting_approval"
+    finally:
+        await store2.aclose()
+        await again.stop()
+
+
+async def test_a_live_server_on_the_data_dir_is_reused(tmp_path: Path) -> None:
+    first = EmbeddedValkey(tmp_path)
+    info = await first.start()
+    second = EmbeddedValkey(tmp_path)
+    try:
+        assert (await second.start()).port == info.port and not second.started_here
+    finally:
+        await second.stop()  # not its server: must leave it running
+        store = RedisConversationStore(connect(info.url))
+        assert await store.ping()
+        await store.aclose()
+        await first.stop()
+
+
+async def test_store_outage_fails_the_task_clearly_and_recovers(
+        tmp_path: Path, make_loop: Any, model_server: ReplayModelServer) -> None:
+    server = EmbeddedValkey(tmp_path)
+    info = await server.start()
+    store = RedisConversationStore(connect(info.url), prefix="outage")
+    loop, _ = make_loop([recall], store=store)
+    try:
+        model_server.add(Reply("first answer"))
+        assert (await loop.run(TaskRequest(text="hi", conversation_id="o:1"))).outcome == \
+            "answered"
+        await server.stop()
+        with pytest.raises(StoreUnavailableError):
+            await store.snapshot("o:1")
+        result = await loop.run(TaskRequest(text="still there?", conversation_id="o:1"))
+        assert result.outcome == "failed"
+        assert result.text == StoreUnavailableError.user_message
+
+        server = EmbeddedValkey(tmp_path, port=info.port)
+        await server.start()
+        model_server.add(Reply("back again"))
+        result = await loop.run(TaskRequest(text="and now?", conversation_id="o:1"))
+        assert result.outcome == "answered" and result.text == "back again"
+        window = (await store.snapshot("o:1")).window
+        assert next(m.content for m in window if m.role == "user") == "hi"
+    finally:
+        await store.aclose()
+        await server.stop()
+
+
+# --- recall through the agent loop ---------------------------------------------------------
+
+
+async def test_recall_finds_a_fact_from_200_rounds_earlier_through_the_loop(
+        make_store: StoreFactory, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = make_store()
+    loop, _ = make_loop([recall], store=store, max_context_messages=20, context_tokens=4000,
+                        max_tokens=500)
+    model_server.add(Reply("Noted."))
+    await loop.run(TaskRequest(text="Remember: the staging database password hint is "
+                                    "'purple-otter-42'.", conversation_id="long:1"))
+    model_server.responder = lambda path, body: Reply("ok")
+    for i in range(200):
+        await loop.run(TaskRequest(text=f"status update {i}: all systems nominal",
+                                   conversation_id="long:1"))
+    snap = await store.snapshot("long:1")
+    assert len(snap.window) <= 20 and snap.archived >= 380
+    assert not any("purple-otter" in m.content for m in snap.window)
+
+    model_server.responder = None
+    model_server.add(Reply.call("recall", {"query": "staging database password hint"}),
+                     Reply("It was purple-otter-42."))
+    result = await loop.run(TaskRequest(text="What was the staging password hint?",
+                                        conversation_id="long:1"))
+    assert result.outcome == "answered"
+    system = model_server.requests[-2][1]["messages"][0]["content"]
+    assert "older messages archived" in system and "recall" in system
+    tool_result = next(m for m in model_server.requests[-1][1]["messages"]
+                       if m["role"] == "tool")
+    found = json.loads(tool_result["content"])
+    assert found["found"] >= 1 and "purple-otter-42" in found["results"][0]["snippet"]
+
+    model_server.add(Reply.call("recall", {"query": "staging database password hint"}),
+                     Reply("I have no record of that."))
+    await loop.run(TaskRequest(text="What was the staging password hint?",
+                               conversation_id="other:1"))
+    other = next(m for m in model_server.requests[-1][1]["messages"] if m["role"] == "tool")
+    assert json.loads(other["content"])["found"] == 0

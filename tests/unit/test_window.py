@@ -1,0 +1,126 @@
+"""Context window eviction rules, as properties over arbitrary conversations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_core.context import EstimateCounter, WindowPolicy, fit, is_stub, message_tokens
+from agent_core.messages import Message, ToolCall
+
+COUNTER = EstimateCounter()
+TASK = "current-task"
+
+
+def _m(**kw: Any) -> Message:
+    m = Message(**kw)
+    m.tokens = message_tokens(COUNTER, m)
+    return m
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    """Rounds of user turns, tool-call turns with results, answers; some in the current task."""
+    out: list[Message] = []
+    n_rounds = draw(st.integers(1, 25))
+    current_from = draw(st.integers(0, n_rounds))
+    for r in range(n_rounds):
+        task = TASK if r >= current_from else f"old-{r // 3}"
+        if r == current_from:
+            out.append(_m(role="user", kind="instruction", content="the instruction " * 5,
+                          task_id=task, round=r))
+        kind = draw(st.sampled_from(["user", "tools", "answer"]))
+        if kind == "user":
+            out.append(_m(role="user", kind="user", content=draw(st.text(max_size=300)),
+                          task_id=task, round=r))
+        elif kind == "answer":
+            out.append(_m(role="assistant", kind="answer", content="answer " * draw(
+                st.integers(1, 60)), task_id=task, round=r))
+        else:
+            calls = [ToolCall(f"c{r}-{i}", "t", {"i": i}) for i in range(draw(st.integers(1, 3)))]
+            out.append(_m(role="assistant", kind="decision", tool_calls=calls, task_id=task,
+                          round=r))
+            for c in calls:
+                failed = draw(st.booleans()) and draw(st.booleans())
+                out.append(_m(role="tool", kind="error" if failed else "observation",
+                              tool_call_id=c.id, name="t", task_id=task, round=r,
+                              content=("boom " * 5) if failed else
+                              "row, 12.5, ok\n" * draw(st.integers(1, 80))))
+    return out
+
+
+def _protected(messages: list[Message], keep_last_rounds: int) -> set[str]:
+    from agent_core.context import protected_ids
+
+    return protected_ids(messages, task_id=TASK, keep_last_rounds=keep_last_rounds)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(4, 30), st.integers(600, 6000))
+def test_protected_messages_survive_and_the_budget_holds(
+        messages: list[Message], max_messages: int, budget: int) -> None:
+    policy = WindowPolicy(max_messages=max_messages, budget_tokens=budget)
+    protected = _protected(messages, policy.keep_last_rounds)
+    protected_tokens = sum(m.tokens for m in messages if m.id in protected)
+    result = fit(messages, policy, COUNTER, task_id=TASK)
+    kept_ids = [m.id for m in result.keep]
+
+    # Protected messages are never evicted (their ids stay, in order).
+    assert [i for i in kept_ids if i in protected] == [m.id for m in messages if m.id in
+                                                       protected]
+    # The window fits the budget whenever the protected messages alone can.
+    if protected_tokens <= budget:
+        assert sum(m.tokens for m in result.keep) <= budget
+    # The message cap holds unless protected messages alone exceed it.
+    assert len(result.keep) <= max(max_messages, len(protected)) or \
+        sum(m.tokens for m in result.keep) <= budget
+    # Order is preserved and nothing is invented.
+    original = [m.id for m in messages]
+    assert kept_ids == [i for i in original if i in set(kept_ids)]
+    # Every tool call keeps its result and every result its call.
+    calls = {c.id for m in result.keep for c in m.tool_calls}
+    results = {m.tool_call_id for m in result.keep if m.role == "tool"}
+    assert calls == results
+    # Whatever left the window, or was stubbed or cut, is in the archive in full.
+    archived = {m.id: m for m in result.archive}
+    by_id = {m.id: m for m in messages}
+    for m in messages:
+        kept = next((k for k in result.keep if k.id == m.id), None)
+        if kept is None or kept.content != m.content:
+            assert archived[m.id].content == by_id[m.id].content
+
+
+def test_old_observations_are_stubbed_before_anything_is_removed() -> None:
+    old_call = _m(role="assistant", kind="decision", tool_calls=[ToolCall("c1", "t", {})],
+                  task_id="old")
+    old_obs = _m(role="tool", kind="observation", tool_call_id="c1", name="t",
+                 content="big output " * 300, task_id="old", round=1)
+    recent = [_m(role="user", kind="instruction", content="now", task_id=TASK),
+              _m(role="assistant", kind="answer", content="a", task_id=TASK),
+              _m(role="assistant", kind="answer", content="b", task_id=TASK)]
+    messages = [old_call, old_obs, *recent]
+    policy = WindowPolicy(max_messages=20, budget_tokens=200)
+    result = fit(messages, policy, COUNTER, task_id=TASK)
+    assert len(result.keep) == 5
+    stub = result.keep[1]
+    assert is_stub(stub) and "recall" in stub.content and stub.tool_call_id == "c1"
+    assert result.archive == [old_obs]
+
+
+def test_current_task_errors_and_instruction_outlive_older_messages() -> None:
+    messages = [_m(role="user", kind="instruction", content="do the thing", task_id=TASK)]
+    for i in range(10):
+        call = ToolCall(f"c{i}", "t", {})
+        messages.append(_m(role="assistant", kind="decision", tool_calls=[call], task_id=TASK))
+        messages.append(_m(role="tool", kind="error" if i == 1 else "observation",
+                           tool_call_id=call.id, name="t", content=f"result {i}",
+                           task_id=TASK))
+    result = fit(messages, WindowPolicy(max_messages=8, budget_tokens=10_000), COUNTER,
+                 task_id=TASK)
+    contents = [m.content for m in result.keep]
+    assert contents[0] == "do the thing"
+    assert "result 1" in contents, "the task's tool error stays"
+    assert "result 9" in contents and "result 8" in contents, "the last two rounds stay"
+    assert "result 2" not in contents
