@@ -14,6 +14,7 @@ The task state is saved with every step, so a paused task resumes in any process
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -76,6 +77,8 @@ class LoopConfig:
     max_observation_tokens: int = 2_000
     system_prompt: str | None = None
     repair_with_model: bool = False
+    #: Share of the limits a full window is evicted down to.
+    evict_to: float = 0.6
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> LoopConfig:
@@ -126,6 +129,8 @@ class _Run:
     control: Any = None
     ephemeral: dict[str, str] = field(default_factory=dict)
     system_tokens: int = 1_500
+    #: Messages that end the task, stored together with its final state (one round trip).
+    closing: list[Message] = field(default_factory=list)
 
 
 class TaskLoop:
@@ -156,6 +161,9 @@ class TaskLoop:
         self.tool_specs = [*executor.registry.specs(), ASK_USER_SPEC, *extra_tool_specs]
         self.parser = DecisionParser(executor.registry.names())
         self.replanner = Replanner(model)
+        #: Set before cancelling tasks for a restart: their state stays "running" so that
+        #: ``recover`` continues them in the next process instead of closing them.
+        self.shutting_down = False
 
     # --- public ------------------------------------------------------------------------
     async def run(self, request: TaskRequest) -> TaskResult:
@@ -200,6 +208,21 @@ class TaskLoop:
             state.deadline_at = time.time() + timeout
             return await self._drive(run, first)
 
+    async def recover(self, task_id: str, *, control: Any = None) -> TaskResult:
+        """Continue a task whose process stopped mid-run (its state still says running)."""
+        state = await self.store.load_task(task_id)
+        if state is None or state.status != "running":
+            raise ValueError(f"task {task_id!r} is not running")
+        run = _Run(state, TaskReport.from_dict(state.report) if state.report else TaskReport(),
+                   RuntimeState(), control)
+        with trace_context(state.trace_id, state.conversation_id):
+            log.info("recovering task %s at round %d with %d pending calls", task_id,
+                     state.round, len(state.pending_calls))
+            self._emit(run, EventType.AGENT_STARTED, {"task_id": task_id, "resumed": True,
+                                                      "recovered": True})
+            state.deadline_at = time.time() + self.config.task_timeout
+            return await self._drive(run, [])
+
     # --- driving -----------------------------------------------------------------------
     async def _drive(self, run: _Run, first: list[Message]) -> TaskResult:
         state = run.state
@@ -213,6 +236,10 @@ class TaskLoop:
             except TimeoutError:
                 raise AgentDeadlineError(self.config.task_timeout) from None
         except asyncio.CancelledError:
+            if self.shutting_down:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.store.save_task(state))
+                raise
             await asyncio.shield(self._finish_closed(run, "cancelled", "Stopped.",
                                                      "the task was cancelled"))
             raise
@@ -271,14 +298,14 @@ class TaskLoop:
                 case "final_answer" if decision.content.strip():
                     state.invalid_streak = 0
                     state.answer = decision.content
-                    await self._append(run, [Message(role="assistant", kind="answer",
-                                                     content=decision.content)])
+                    run.closing = [Message(role="assistant", kind="answer",
+                                           content=decision.content)]
                     return "answered", decision.content
                 case "ask_user" if decision.content.strip():
                     state.invalid_streak = 0
                     state.question = Question(text=decision.content, choices=decision.choices)
-                    await self._append(run, [Message(role="assistant", kind="answer",
-                                                     content=decision.content)])
+                    run.closing = [Message(role="assistant", kind="answer",
+                                           content=decision.content)]
                     self._emit(run, EventType.ASK_USER, state.question.model_dump())
                     return "asked_user", decision.content
                 case _:
@@ -519,8 +546,11 @@ class TaskLoop:
 
     async def _evict(self, run: _Run, budget: int) -> None:
         snap = await self.store.snapshot(run.state.conversation_id)
-        policy = WindowPolicy(max_messages=self.config.max_context_messages,
-                              budget_tokens=max(256, budget),
+        # Evict down to a low-water mark, so that a full window is rewritten every few
+        # messages rather than on every one.
+        low = self.config.evict_to
+        policy = WindowPolicy(max_messages=max(4, int(self.config.max_context_messages * low)),
+                              budget_tokens=max(256, int(budget * low)),
                               warn_ratio=self.config.context_warn_ratio)
         eviction = fit(snap.window, policy, self.counter, task_id=run.state.task_id)
         if eviction.changed:
@@ -530,11 +560,16 @@ class TaskLoop:
     async def _finish(self, run: _Run, outcome: Outcome, text: str) -> TaskResult:
         state = run.state
         state.status = outcome
+        state.result_text = text
         run.report.outcome = outcome
         run.report.wall_time += time.perf_counter() - run.runtime.started
-        state.report = run.report.to_dict()
-        state.updated_at = time.time()
-        await self.store.save_task(state)
+        if run.closing:
+            closing, run.closing = run.closing, []
+            await self._append(run, closing)  # saves the final state in the same step
+        else:
+            state.report = run.report.to_dict()
+            state.updated_at = time.time()
+            await self.store.save_task(state)
         self._emit(run, EventType.AGENT_FINISHED, {
             "outcome": outcome, "text": text[:4000], "report": state.report})
         return TaskResult(state.task_id, state.trace_id, state.conversation_id, outcome, text,

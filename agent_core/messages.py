@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -52,8 +52,19 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (empty optional fields omitted to keep storage small)."""
-        data = asdict(self)
-        return {k: v for k, v in data.items() if v is not None and v not in ([], "")}
+        # Built by hand: dataclasses.asdict deep-copies and is slow on this hot path.
+        data: dict[str, Any] = {"role": self.role, "kind": self.kind, "id": self.id,
+                                "round": self.round, "tokens": self.tokens, "ts": self.ts}
+        if self.content:
+            data["content"] = self.content
+        if self.tool_calls:
+            data["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                  for c in self.tool_calls]
+        for key in ("tool_call_id", "name", "task_id"):
+            value = getattr(self, key)
+            if value:
+                data[key] = value
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Message:

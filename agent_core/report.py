@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Outcome = Literal[
+    "queued",  # accepted by the gateway, not started yet
     "answered",  # a final answer was given
     "asked_user",  # the task waits for the user's reply
     "awaiting_approval",  # a tool call waits for a human decision

@@ -18,17 +18,20 @@ The YAML file nests settings by section; ``model:`` maps to the ``LLM_*`` settin
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from .errors import ConfigError
@@ -103,7 +106,7 @@ class Settings(BaseSettings):
     agent_system_prompt: str | None = None
 
     # --- tools -------------------------------------------------------------------------
-    hermes_tools: list[str] = Field(
+    hermes_tools: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["tools.sales", "tools.recall"],
         description="modules whose @tool functions are enabled",
     )
@@ -128,6 +131,41 @@ class Settings(BaseSettings):
     max_observation_tokens: int = Field(2000, ge=100)
     context_summary_model: ModelSpec | None = None
 
+    # --- gateway service ---------------------------------------------------------------
+    hermes_host: str = "127.0.0.1"
+    hermes_port: int = Field(8080, ge=1, le=65535)
+    hermes_public_url: str | None = Field(
+        None, description="how users and platforms reach this gateway, for links/webhooks")
+    hermes_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="bearer tokens for the HTTP API (JSON list)")
+    hermes_workers: int = Field(32, ge=1, le=1000, description="concurrent tasks per process")
+    hermes_lease_seconds: float = Field(30.0, ge=2)
+    hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
+    hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    hermes_webhook_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict, description="signed webhook sources: {source: secret}")
+    hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="hosts webhook answers may be POSTed to; [] = any")
+
+    # --- access policy -----------------------------------------------------------------
+    hermes_allow_dms: bool = True
+    hermes_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    hermes_allowed_spaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    hermes_allowed_rooms: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # --- Slack -------------------------------------------------------------------------
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    slack_progress: Literal["message", "reaction", "off"] = "message"
+
+    # --- Telegram ----------------------------------------------------------------------
+    telegram_bot_token: SecretStr | None = None
+    telegram_webhook_secret: SecretStr | None = None
+    telegram_api_url: str = "https://api.telegram.org"
+    telegram_mode: Literal["auto", "webhook", "polling"] = "auto"
+
     # --- logging -----------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_json: bool = False
@@ -140,6 +178,26 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("hermes_api_keys", "hermes_allowed_users", "hermes_allowed_spaces",
+                     "hermes_allowed_rooms", "hermes_webhook_callback_hosts", "hermes_tools",
+                     mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        # Accept "a,b" as well as the JSON list '["a", "b"]'.
+        if isinstance(value, str):
+            if value.strip().startswith("["):
+                try:
+                    return json.loads(value)
+                except ValueError as exc:
+                    raise ValueError(f"not a JSON list: {exc}") from None
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slash(cls, value: str) -> str:
+        return value if value.endswith("/") else value + "/"
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -159,6 +217,17 @@ class Settings(BaseSettings):
 
     # --- derived -----------------------------------------------------------------------
     @property
+    def slack_enabled(self) -> bool:
+        """Slack needs a bot token plus a signing secret (HTTP) or an app token (sockets)."""
+        return self.slack_bot_token is not None and (
+            self.slack_signing_secret is not None or self.slack_app_token is not None)
+
+    @property
+    def telegram_enabled(self) -> bool:
+        """Telegram needs a bot token."""
+        return self.telegram_bot_token is not None
+
+    @property
     def model_configured(self) -> bool:
         """Whether a primary model is set up well enough to call."""
         if self.llm_provider is None or not self.llm_model_name:
@@ -167,6 +236,30 @@ class Settings(BaseSettings):
         if self.llm_provider == "ollama" or self.llm_base_url:
             return True
         return self.llm_api_key is not None
+
+    def secret_values(self) -> list[str]:
+        """Every secret this configuration holds (for redaction), however nested."""
+        found: list[str] = []
+
+        def walk(value: Any) -> None:
+            if isinstance(value, SecretStr):
+                found.append(value.get_secret_value())
+            elif isinstance(value, BaseModel):
+                for name in type(value).model_fields:
+                    walk(getattr(value, name))
+                if isinstance(value, ModelSpec):
+                    key = value.resolved_key()
+                    if key is not None:
+                        found.append(key.get_secret_value())
+            elif isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, list | tuple):
+                for v in value:
+                    walk(v)
+
+        walk(self)
+        return found
 
     def primary_model(self) -> ModelSpec:
         """The primary model as a ModelSpec; raises ConfigError when it is not configured."""
@@ -235,6 +328,8 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
+    except SettingsError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from None
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -90,6 +90,8 @@ class TaskState(BaseModel):
     approval: PendingApproval | None = None
     question: Question | None = None
     answer: str | None = None
+    #: What the user was told when the task ended or paused (answer, question, or a sentence).
+    result_text: str | None = None
     error: str | None = None
     report: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)

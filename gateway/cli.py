@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         settings = load_settings()
-        register_secrets(_secret_values(settings))
+        register_secrets(settings.secret_values())
         configure_logging("DEBUG" if args.debug else settings.log_level,
                           json_lines=settings.log_json)
         result: int = args.handler(args, settings)
@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
                                      description="Chat platforms <-> tool-calling LLM agents")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command")
+
+    serve = sub.add_parser("serve", help="start the gateway (HTTP API, web chat, channels)")
+    serve.add_argument("--host", help="address to bind (default HERMES_HOST, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default HERMES_PORT, 8080)")
+    serve.set_defaults(handler=_cmd_serve)
 
     run = sub.add_parser("run", help="run one task and print its event stream")
     run.add_argument("--task", required=True, help="what the agent should do")
@@ -80,13 +85,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _secret_values(settings: Settings) -> list[str]:
-    values = []
-    for name in type(settings).model_fields:
-        value = getattr(settings, name)
-        if hasattr(value, "get_secret_value"):
-            values.append(value.get_secret_value())
-    return values
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from aiohttp import web
+
+    from .app import create_app, is_loopback
+
+    host = args.host or settings.hermes_host
+    port = args.port or settings.hermes_port
+    if not is_loopback(host) and not settings.hermes_api_keys:
+        raise ConfigError(f"refusing to listen on {host!r} without HERMES_API_KEYS: anyone who "
+                          "can reach it could run the agent. Set HERMES_API_KEYS, or bind "
+                          "127.0.0.1")
+    settings = settings.model_copy(update={"hermes_host": host, "hermes_port": port})
+    console = Console(stderr=True)
+    console.print(f"[bold]hermes-gateway[/] on [cyan]http://{host}:{port}/[/] (web chat at /, "
+                  "API under /agent, OpenAPI at /openapi.json)")
+    if not settings.model_configured:
+        console.print(f"[yellow]{missing_model_message()}[/]")
+    web.run_app(create_app(settings), host=host, port=port, access_log=None, print=None,
+                shutdown_timeout=15)
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:

@@ -7,10 +7,27 @@ from dataclasses import dataclass
 from agent_core import EventBus, LoopConfig, Settings, TaskLoop, ToolExecutor, ToolRegistry
 from agent_core.context import counter_for
 from agent_core.context.compressor import ContextCompressor, ModelSummariser
+from agent_core.errors import ConfigError
 from agent_core.loop import Compressor
-from agent_core.models import ModelAdapter, build_adapter, build_model
+from agent_core.models import (
+    ModelAdapter,
+    ModelRequest,
+    ModelResponse,
+    build_adapter,
+    build_model,
+)
+from agent_core.settings import missing_model_message
 from agent_core.store import ConversationStore
 from agent_core.tools import BreakerBoard
+
+
+class UnconfiguredModel(ModelAdapter):
+    """Stands in until a model is configured; the gateway answers with set-up steps."""
+
+    name = "not-configured"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        raise ConfigError(missing_model_message())
 
 
 @dataclass

@@ -23,6 +23,8 @@ class Snapshot:
     plan: str = ""
     summary: str = ""
     archived: int = 0
+    #: A task of this conversation waiting for the user's reply (ask_user), if any.
+    waiting_task: str = ""
     created_at: float = field(default_factory=time.time)
     last_active: float = field(default_factory=time.time)
 
@@ -92,6 +94,14 @@ class ConversationStore(abc.ABC):
     @abc.abstractmethod
     async def set_plan(self, conversation_id: str, plan: str) -> None:
         """Pin a plan ("goal / done / remaining") at the top of the system message."""
+
+    async def waiting_task(self, conversation_id: str) -> str:
+        """The task waiting for this conversation's next message ("" when none)."""
+        return (await self.snapshot(conversation_id)).waiting_task
+
+    @abc.abstractmethod
+    async def set_waiting(self, conversation_id: str, task_id: str | None) -> None:
+        """Record (or clear) the task that waits for this conversation's next message."""
 
     @abc.abstractmethod
     async def save_task(self, state: TaskState) -> None:

@@ -16,6 +16,7 @@ class _Conversation:
     window: list[Message] = field(default_factory=list)
     archive: dict[str, Message] = field(default_factory=dict)
     plan: str = ""
+    waiting_task: str = ""
     created_at: float = field(default_factory=time.time)
     last_active: float = field(default_factory=time.time)
 
@@ -33,7 +34,8 @@ class MemoryConversationStore(ConversationStore):
     async def snapshot(self, conversation_id: str) -> Snapshot:
         conv = self._get(conversation_id)
         return Snapshot(window=list(conv.window), plan=conv.plan, archived=len(conv.archive),
-                        created_at=conv.created_at, last_active=conv.last_active)
+                        waiting_task=conv.waiting_task, created_at=conv.created_at,
+                        last_active=conv.last_active)
 
     async def append(self, conversation_id: str, messages: list[Message], *,
                      task: TaskState | None = None) -> WindowSize:
@@ -59,6 +61,9 @@ class MemoryConversationStore(ConversationStore):
     async def set_plan(self, conversation_id: str, plan: str) -> None:
         self._get(conversation_id).plan = plan
 
+    async def set_waiting(self, conversation_id: str, task_id: str | None) -> None:
+        self._get(conversation_id).waiting_task = task_id or ""
+
     async def save_task(self, state: TaskState) -> None:
         self._tasks[state.task_id] = state.model_dump_json()
 
@@ -78,6 +83,7 @@ class MemoryConversationStore(ConversationStore):
         conv = self._get(conversation_id)
         await self.rewrite_window(conversation_id, [], conv.window)
         conv.plan = ""
+        conv.waiting_task = ""
 
     async def forget(self, conversation_id: str) -> int:
         gone = self._conversations.pop(conversation_id, None)

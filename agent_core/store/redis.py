@@ -27,7 +27,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import BusyLoadingError, WatchError
+from redis.exceptions import BusyLoadingError, NoScriptError, WatchError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -49,6 +49,49 @@ _MAX_QUERY_TERMS = 16
 _SUMMARY_CHARS = 200
 _FINISHED = ("answered", "failed", "limit", "invalid", "cancelled")
 
+# One atomic step per append: the messages, the window's size, activity times, the task.
+# KEYS: window, meta, conversations, task, conv_tasks
+# ARGV: now, tokens, cid, task_json ("" for none), task_id, task_ttl (0: none), messages...
+_APPEND = """
+local length
+if #ARGV > 6 then
+  length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 7))
+else
+  length = redis.call('LLEN', KEYS[1])
+end
+local tokens = redis.call('HINCRBY', KEYS[2], 'window_tokens', ARGV[2])
+redis.call('HSET', KEYS[2], 'last_active', ARGV[1])
+redis.call('HSETNX', KEYS[2], 'created_at', ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[1], ARGV[3])
+if ARGV[4] ~= '' then
+  if tonumber(ARGV[6]) > 0 then
+    redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[6])
+  else
+    redis.call('SET', KEYS[4], ARGV[4])
+  end
+  redis.call('SADD', KEYS[5], ARGV[5])
+end
+return {length, tokens}
+"""
+
+# KEYS: archive, archive_ids, meta, postings...
+# ARGV: n, (seq, id, doc) * n, total_terms, posting bytes for each postings key
+_ARCHIVE = """
+local n = tonumber(ARGV[1])
+for i = 0, n - 1 do
+  local seq, id, doc = ARGV[2 + 3 * i], ARGV[3 + 3 * i], ARGV[4 + 3 * i]
+  redis.call('HSET', KEYS[1], seq, doc)
+  redis.call('HSET', KEYS[2], id, seq)
+end
+local base = 3 * n + 2
+for k = 4, #KEYS do
+  redis.call('APPEND', KEYS[k], ARGV[base + k - 3])
+end
+redis.call('HINCRBY', KEYS[3], 'archived', n)
+redis.call('HINCRBY', KEYS[3], 'archived_terms', ARGV[base])
+return n
+"""
+
 
 def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
                  ) -> Callable[P, Coroutine[Any, Any, R]]:
@@ -65,13 +108,16 @@ def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
     return wrapper
 
 
-def connect(url: str, **options: Any) -> aioredis.Redis:
-    """A client with short timeouts and a small retry budget for transient blips."""
-    return aioredis.Redis.from_url(
-        url, decode_responses=False, socket_timeout=5.0, socket_connect_timeout=2.0,
+def connect(url: str, *, max_connections: int = 512, **options: Any) -> aioredis.Redis:
+    """A client with short timeouts, a small retry budget for transient blips, and a pool
+    that makes a burst wait for a free connection instead of failing."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=20, decode_responses=False,
+        socket_timeout=5.0, socket_connect_timeout=2.0,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
         retry_on_error=[RedisConnectionError, RedisTimeoutError], health_check_interval=30,
         **options)
+    return aioredis.Redis.from_pool(pool)
 
 
 def brief(text: str, limit: int = _SUMMARY_CHARS) -> str:
@@ -91,6 +137,9 @@ class RedisConversationStore(ConversationStore):
                  max_archive: int = 100_000, task_retention: float = 7 * 86400) -> None:
         self.redis = client
         self.keys = Keys(prefix)
+        self._archive = client.register_script(_ARCHIVE)
+        self._append = client.register_script(_APPEND)
+        self._scripts_loaded = False
         self.max_archive = max_archive
         self.task_retention = task_retention
 
@@ -116,6 +165,7 @@ class RedisConversationStore(ConversationStore):
             window=[Message.from_dict(json.loads(item)) for item in raw],
             plan=meta.get("plan", ""), summary=meta.get("summary", ""),
             archived=int(meta.get("archived", 0)),
+            waiting_task=meta.get("waiting_task", ""),
             created_at=float(meta.get("created_at", now)),
             last_active=float(meta.get("last_active", now)))
 
@@ -123,19 +173,15 @@ class RedisConversationStore(ConversationStore):
     async def append(self, conversation_id: str, messages: list[Message], *,
                      task: TaskState | None = None) -> WindowSize:
         cid = check_conversation_id(conversation_id)
-        now = time.time()
-        pipe = self.redis.pipeline(transaction=True)
-        if messages:
-            pipe.rpush(self.keys.window(cid), *[_dump(m) for m in messages])
-        else:
-            pipe.llen(self.keys.window(cid))
-        pipe.hincrby(self.keys.meta(cid), "window_tokens", sum(m.tokens for m in messages))
-        pipe.hset(self.keys.meta(cid), "last_active", repr(now))
-        pipe.hsetnx(self.keys.meta(cid), "created_at", repr(now))
-        pipe.zadd(self.keys.conversations(), {cid: now})
-        if task is not None:
-            self._queue_task(pipe, task)
-        result = await pipe.execute()
+        task_key = self.keys.task(task.task_id) if task is not None else self.keys.task("-")
+        ttl = int(self.task_retention) if task is not None and task.status in _FINISHED else 0
+        result = await self._append(
+            keys=[self.keys.window(cid), self.keys.meta(cid), self.keys.conversations(),
+                  task_key, self.keys.conv_tasks(cid)],
+            args=[repr(time.time()), sum(m.tokens for m in messages), cid,
+                  task.model_dump_json() if task is not None else "",
+                  task.task_id if task is not None else "", ttl,
+                  *(_dump(m) for m in messages)])
         return WindowSize(int(result[0]), int(result[1]))
 
     @_unavailable
@@ -146,6 +192,10 @@ class RedisConversationStore(ConversationStore):
         window_key = self.keys.window(cid)
         async with self.redis.pipeline(transaction=True) as pipe:
             for _ in range(5):
+                if not self._scripts_loaded:
+                    # EVALSHA inside MULTI needs the script on the server already.
+                    await self.redis.script_load(_ARCHIVE)
+                    self._scripts_loaded = True
                 try:
                     await pipe.watch(window_key, self.keys.archive_ids(cid))
                     current = [Message.from_dict(json.loads(x))
@@ -171,6 +221,9 @@ class RedisConversationStore(ConversationStore):
                     break
                 except WatchError:
                     continue
+                except NoScriptError:
+                    self._scripts_loaded = False  # the server restarted and lost it
+                    continue
             else:
                 return False
         if fresh and first_seq + len(fresh) - 1 > self.max_archive:
@@ -190,21 +243,27 @@ class RedisConversationStore(ConversationStore):
 
     def _queue_archive(self, pipe: Any, cid: str, messages: list[Message], first_seq: int
                        ) -> None:
+        """Queue the archiving of ``messages`` as one script call: documents, id map and
+        every posting (a command per term would cost far more on the client)."""
+        if not messages:
+            return
+        docs: list[str | int] = []
+        postings: dict[str, bytearray] = {}
         total_terms = 0
         for offset, m in enumerate(messages):
             seq = first_seq + offset
             doc = {**m.to_dict(), "summary": brief(m.content), "seq": seq}
-            pipe.hset(self.keys.archive(cid), str(seq), json.dumps(doc, ensure_ascii=False))
-            pipe.hset(self.keys.archive_ids(cid), m.id, seq)
+            docs += [seq, m.id, json.dumps(doc, ensure_ascii=False)]
             words = terms(f"{m.name or ''} {m.content}")
             total_terms += len(words)
             length = min(len(words), 65_535)
             for term, tf in Counter(words).items():
-                pipe.append(self.keys.postings(cid, term),
-                            _POSTING.pack(seq, min(tf, 65_535), length))
-        if messages:
-            pipe.hincrby(self.keys.meta(cid), "archived", len(messages))
-            pipe.hincrby(self.keys.meta(cid), "archived_terms", total_terms)
+                postings.setdefault(term, bytearray()).extend(
+                    _POSTING.pack(seq, min(tf, 65_535), length))
+        keys = [self.keys.archive(cid), self.keys.archive_ids(cid), self.keys.meta(cid),
+                *(self.keys.postings(cid, t) for t in postings)]
+        args = [len(messages), *docs, total_terms, *(bytes(p) for p in postings.values())]
+        pipe.evalsha(self._archive.sha, len(keys), *keys, *args)
 
     async def _trim_archive(self, cid: str, last_seq: int) -> None:
         """Keep the newest ``max_archive`` archived messages; older postings are skipped."""
@@ -228,6 +287,19 @@ class RedisConversationStore(ConversationStore):
     async def set_plan(self, conversation_id: str, plan: str) -> None:
         cid = check_conversation_id(conversation_id)
         await self.redis.hset(self.keys.meta(cid), "plan", plan)
+
+    @_unavailable
+    async def waiting_task(self, conversation_id: str) -> str:
+        cid = check_conversation_id(conversation_id)
+        return _text(await self.redis.hget(self.keys.meta(cid), "waiting_task") or "")
+
+    @_unavailable
+    async def set_waiting(self, conversation_id: str, task_id: str | None) -> None:
+        cid = check_conversation_id(conversation_id)
+        if task_id:
+            await self.redis.hset(self.keys.meta(cid), "waiting_task", task_id)
+        else:
+            await self.redis.hdel(self.keys.meta(cid), "waiting_task")
 
     # --- tasks -------------------------------------------------------------------------
     def _queue_task(self, pipe: Any, state: TaskState) -> None:
@@ -295,7 +367,7 @@ class RedisConversationStore(ConversationStore):
         cid = check_conversation_id(conversation_id)
         snap = await self.snapshot(cid)
         await self.rewrite_window(cid, [], snap.window, base=[m.id for m in snap.window])
-        await self.redis.hdel(self.keys.meta(cid), "plan", "summary")
+        await self.redis.hdel(self.keys.meta(cid), "plan", "summary", "waiting_task")
 
     @_unavailable
     async def forget(self, conversation_id: str) -> int:

@@ -38,3 +38,19 @@ def test_readme_quick_start_names_the_commands_ci_runs() -> None:
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python3 dev.py test" in readme and "python3 dev.py test" in ci
+
+
+def test_helm_chart_values_name_real_settings() -> None:
+    import yaml
+
+    chart = ROOT / "helm" / "hermes-gateway"
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    assert meta["apiVersion"] == "v2" and meta["name"] == "hermes-gateway"
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    fields = {name.upper() for name in Settings.model_fields}
+    assert set(values["env"]) <= fields
+    documented = set(re.findall(r"\b([A-Z][A-Z0-9_]{3,})\b", (chart / "values.yaml").read_text()))
+    assert documented - {"README"} <= fields | {"HTTP"}, documented - fields
+    deployment = (chart / "templates" / "deployment.yaml").read_text()
+    for probe in ("/readyz", "/healthz"):
+        assert probe in deployment

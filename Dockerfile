@@ -1,0 +1,15 @@
+# The gateway image the Helm chart runs. Build: docker build -t hermes-gateway .
+FROM python:3.11-slim
+RUN useradd --uid 10001 --create-home hermes
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY agent_core agent_core
+COPY tools tools
+COPY adapters adapters
+COPY gateway gateway
+RUN pip install --no-cache-dir . && rm -rf /root/.cache
+USER 10001
+ENV HERMES_DATA_DIR=/data
+EXPOSE 8080
+ENTRYPOINT ["hermes-gateway"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

@@ -1,0 +1,68 @@
+"""Buttons for approvals and ask_user choices, in each platform's format.
+
+Every button carries only an id: Slack in the action value, Telegram in callback_data
+(at most 64 bytes). The server looks everything else up and checks who may press it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+from .base import OutboundMessage
+
+APPROVE, REJECT, CHOICE = "hermes_approve", "hermes_reject", "hermes_choice"
+
+
+def summary(message: OutboundMessage) -> str:
+    """What the approval asks, as the user will see it."""
+    approval = message.approval or {}
+    args = json.dumps(approval.get("arguments", {}), ensure_ascii=False, indent=1)
+    if len(args) > 1500:
+        args = args[:1500] + "…"
+    return (f"*Approval needed* to run `{approval.get('tool_name')}`"
+            f" (requested by {approval.get('requester', 'the agent')}):\n```{args}```\n"
+            f"{approval.get('reason', '')}").strip()
+
+
+def slack_blocks(message: OutboundMessage) -> list[dict[str, Any]]:
+    """Block Kit: the action summary and Approve / Reject buttons."""
+    approval_id = str((message.approval or {}).get("id", ""))
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": summary(message)[:2900]}},
+        {"type": "actions", "block_id": f"approval:{approval_id}", "elements": [
+            {"type": "button", "action_id": APPROVE, "style": "primary", "value": approval_id,
+             "text": {"type": "plain_text", "text": "Approve"}},
+            {"type": "button", "action_id": REJECT, "style": "danger", "value": approval_id,
+             "text": {"type": "plain_text", "text": "Reject"}},
+        ]},
+    ]
+
+
+def slack_choice_blocks(message: OutboundMessage) -> list[dict[str, Any]]:
+    """Block Kit: the question and one button per offered answer."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": message.text[:2900]}},
+        {"type": "actions", "block_id": f"choices:{message.task_id}", "elements": [
+            {"type": "button", "action_id": f"{CHOICE}_{i}", "value": choice[:2000],
+             "text": {"type": "plain_text", "text": choice[:75]}}
+            for i, choice in enumerate(message.choices[:10])]},
+    ]
+
+
+def telegram_keyboard(message: OutboundMessage) -> InlineKeyboardMarkup:
+    """Approve / Reject, with callback_data ``a:<id>:y`` / ``a:<id>:n``."""
+    approval_id = str((message.approval or {}).get("id", ""))
+    return InlineKeyboardMarkup([[
+        InlineKeyboardButton("✅ Approve", callback_data=f"a:{approval_id}:y"),
+        InlineKeyboardButton("❌ Reject", callback_data=f"a:{approval_id}:n"),
+    ]])
+
+
+def telegram_choices(message: OutboundMessage) -> InlineKeyboardMarkup:
+    """One button per offered answer, with callback_data ``c:<task id>:<index>``."""
+    return InlineKeyboardMarkup([[InlineKeyboardButton(choice[:60],
+                                                       callback_data=f"c:{message.task_id}:{i}")]
+                                 for i, choice in enumerate(message.choices[:10])])

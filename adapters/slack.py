@@ -1,0 +1,245 @@
+"""Slack: slack-bolt's AsyncApp over the Events API (``POST /slack/events``) or Socket Mode.
+
+- ``app_mention`` in a channel: one conversation per thread, answered in that thread
+- ``message.im``: one conversation per DM
+- bots (ourselves included) are ignored; the ``<@BOT>`` mention is stripped; a mention that
+  Slack also delivers as a ``message`` event, and Slack's retries, are handled once (the
+  dedupe key is the message itself, not the event)
+- the request is acknowledged as soon as the message is durably queued (well under 3 s)
+- progress: a "working" message in the thread, updated as tools run and replaced by the
+  answer (or a reaction, per SLACK_PROGRESS); answers in mrkdwn, split under Slack's limits,
+  paced per channel, 429 Retry-After honoured
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
+from .markup import split_text, to_mrkdwn
+from .pacing import Pacer
+
+log = logging.getLogger(__name__)
+
+TEXT_LIMIT = 3500  # Slack truncates long messages; stay well under its 4000 guidance
+WORKING = "⏳ Working on it…"
+_IGNORED_SUBTYPES = {"bot_message", "message_changed", "message_deleted", "channel_join",
+                     "channel_leave", "message_replied", "thread_broadcast"}
+_PERMANENT = {"channel_not_found", "not_in_channel", "is_archived", "invalid_auth",
+              "account_inactive", "token_revoked", "no_permission", "msg_too_long"}
+
+Ingest = Callable[..., Awaitable[Any]]
+ActionHandler = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
+
+
+class SlackChannel(Channel):
+    """The Slack channel: a bolt AsyncApp plus the Web API client it shares."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        signing_secret: str | None,
+        app_token: str | None = None,
+        api_url: str = "https://slack.com/api/",
+        ingest: Ingest,
+        progress: str = "message",
+        pacer: Pacer | None = None,
+        channel_interval: float = 1.0,
+    ) -> None:
+        self.client = AsyncWebClient(token=bot_token, base_url=api_url)
+        self.client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
+        self.app = AsyncApp(
+            client=self.client, signing_secret=signing_secret or "socket-mode-only",
+            process_before_response=True,
+            request_verification_enabled=signing_secret is not None)
+        self.app_token = app_token
+        self.ingest = ingest
+        self.progress_mode = progress
+        self.pacer = pacer or Pacer()
+        self.channel_interval = channel_interval
+        self.bot_user_id: str | None = None
+        self._working: dict[str, tuple[str, str]] = {}
+        self._socket: Any = None
+        self.on_action: ActionHandler | None = None
+        self.app.event("app_mention")(self._on_mention)
+        self.app.event("message")(self._on_message)
+        self.app.action(re.compile(r"^hermes_"))(self._on_action)
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        auth = await self.client.auth_test()
+        self.bot_user_id = auth.get("user_id")
+        if self.app_token:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            self._socket = AsyncSocketModeHandler(self.app, self.app_token)
+            await self._socket.connect_async()
+            log.info("slack socket mode connected")
+
+    async def stop(self) -> None:
+        if self._socket is not None:
+            await self._socket.close_async()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """``POST /slack/events``: signature checked by bolt, then dispatched."""
+        body = await request.text()
+        if len(body) > 1_000_000:
+            return web.json_response({"error": "body too large"}, status=413)
+        bolt_request = await to_bolt_request(request)
+        bolt_response = await self.app.async_dispatch(bolt_request)
+        if bolt_response.status >= 500:
+            # Our listener could not queue the message (store down): Slack will retry.
+            return web.json_response({"error": "temporarily unavailable, retry later"},
+                                     status=503, headers={"Retry-After": "5"})
+        return await to_aiohttp_response(bolt_response)
+
+    # --- inbound -------------------------------------------------------------------------
+    async def _on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        msg = self.to_inbound(event, body)
+        if msg is not None:
+            await self.ingest(msg, dedupe_key=_dedupe(body, event))
+
+    async def _on_message(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if event.get("channel_type") != "im":
+            return  # channel messages reach us as app_mention when they address us
+        msg = self.to_inbound(event, body)
+        if msg is not None:
+            await self.ingest(msg, dedupe_key=_dedupe(body, event))
+
+    def to_inbound(self, event: dict[str, Any], body: dict[str, Any]) -> InboundMessage | None:
+        """The normalised message of an app_mention or message event, or None to ignore."""
+        if event.get("bot_id") or event.get("subtype") in _IGNORED_SUBTYPES:
+            return None
+        user = event.get("user")
+        if not user or user == self.bot_user_id:
+            return None
+        team = body.get("team_id") or event.get("team") or "T"
+        channel = event["channel"]
+        ts = event["ts"]
+        text = event.get("text", "")
+        if self.bot_user_id:
+            text = text.replace(f"<@{self.bot_user_id}>", "")
+        text = re.sub(r"\s+", " ", text).strip()
+        direct = event.get("channel_type") == "im" or str(channel).startswith("D")
+        thread = event.get("thread_ts")
+        if direct:
+            cid = f"slack:{team}:{channel}"
+            target = {"channel": channel, "thread_ts": thread, "message_ts": ts}
+        else:
+            cid = f"slack:{team}:{channel}:{thread or ts}"
+            target = {"channel": channel, "thread_ts": thread or ts, "message_ts": ts}
+        return InboundMessage(
+            channel="slack", conversation_id=cid, user_id=user, text=text or "(empty)",
+            is_direct=direct, mentions_bot=True,
+            platform_message_id=body.get("event_id") or ts, reply_target=target,
+            space_id=team, room_id=channel)
+
+    async def _on_action(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any],
+                         action: dict[str, Any]) -> None:
+        await ack()  # within 3 s, before any work
+        if self.on_action is not None:
+            await self.on_action(body, action)
+
+    # --- outbound ------------------------------------------------------------------------
+    async def send(self, message: OutboundMessage) -> None:
+        target = message.reply_target
+        channel = target["channel"]
+        chunks = split_text(to_mrkdwn(message.text), TEXT_LIMIT) or ["(empty answer)"]
+        working = self._working.pop(message.task_id, None) if message.task_id else None
+        extra: dict[str, Any] = {}
+        if message.kind == "approval" and message.approval is not None:
+            from .approvals import slack_blocks
+
+            extra["blocks"] = slack_blocks(message)
+        elif message.choices:
+            from .approvals import slack_choice_blocks
+
+            extra["blocks"] = slack_choice_blocks(message)
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            blocks = extra if last else {}
+            if i == 0 and working is not None and not blocks:
+                await self._call("chat_update", channel, channel=working[0], ts=working[1],
+                                 text=chunk)
+                continue
+            await self._call("chat_postMessage", channel, channel=channel, text=chunk,
+                             thread_ts=target.get("thread_ts"), **blocks)
+        if working is not None and extra and working[1]:
+            # The answer came with buttons: the working message goes away.
+            await self._quietly("chat_delete", channel=working[0], ts=working[1])
+
+    async def post_ephemeral(self, channel: str, user: str, text: str,
+                             thread_ts: str | None = None) -> None:
+        """A message only ``user`` sees (e.g. "you can't approve this")."""
+        await self._call("chat_postEphemeral", channel, channel=channel, user=user, text=text,
+                         thread_ts=thread_ts)
+
+    async def update(self, channel: str, ts: str, text: str,
+                     blocks: list[dict[str, Any]] | None = None) -> None:
+        """Replace a message (e.g. an approval prompt once decided)."""
+        await self._call("chat_update", channel, channel=channel, ts=ts, text=text,
+                         blocks=blocks or [])
+
+    async def working(self, target: dict[str, Any], task_id: str) -> None:
+        if self.progress_mode == "message":
+            response = await self._call("chat_postMessage", target["channel"],
+                                        channel=target["channel"], text=WORKING,
+                                        thread_ts=target.get("thread_ts"))
+            self._working[task_id] = (response["channel"], response["ts"])
+        elif self.progress_mode == "reaction" and target.get("message_ts"):
+            await self._quietly("reactions_add", channel=target["channel"],
+                                timestamp=target["message_ts"], name="hourglass_flowing_sand")
+
+    async def progress(self, target: dict[str, Any], task_id: str, line: str) -> None:
+        working = self._working.get(task_id)
+        if working is not None:
+            await self._call("chat_update", working[0], channel=working[0], ts=working[1],
+                             text=f"{WORKING}\n{line}")
+
+    async def done(self, target: dict[str, Any], task_id: str) -> None:
+        if self.progress_mode == "reaction" and target.get("message_ts"):
+            await self._quietly("reactions_remove", channel=target["channel"],
+                                timestamp=target["message_ts"], name="hourglass_flowing_sand")
+
+    async def _call(self, method: str, pace_key: str, **kwargs: Any) -> Any:
+        await self.pacer.wait({f"slack:{pace_key}": self.channel_interval})
+        try:
+            return await getattr(self.client, method)(**kwargs)
+        except SlackApiError as exc:
+            response = exc.response
+            error = str(response.get("error", "")) if response is not None else ""
+            status = getattr(response, "status_code", 0) if response is not None else 0
+            if status == 429 or error == "ratelimited":
+                retry = float(response.headers.get("Retry-After", 1)) if response else 1.0
+                self.pacer.hold(f"slack:{pace_key}", retry)
+                raise DeliveryError(f"slack {method} rate limited", retryable=True,
+                                    retry_after=retry) from exc
+            raise DeliveryError(f"slack {method} failed: {error or status}",
+                                retryable=error not in _PERMANENT and status != 400) from exc
+        except (OSError, TimeoutError) as exc:
+            raise DeliveryError(f"slack {method}: {type(exc).__name__}", retryable=True) \
+                from exc
+
+    async def _quietly(self, method: str, **kwargs: Any) -> None:
+        try:
+            await getattr(self.client, method)(**kwargs)
+        except Exception as exc:
+            log.info("slack %s failed: %s", method, exc)
+
+
+def _dedupe(body: dict[str, Any], event: dict[str, Any]) -> str:
+    team = body.get("team_id") or event.get("team") or "T"
+    return f"slack:{team}:{event.get('channel')}:{event.get('ts')}"

@@ -1,0 +1,288 @@
+"""Telegram: python-telegram-bot's Application, by webhook (``POST /telegram/webhook`` with
+the secret-token header) or long polling.
+
+- a private chat is a DM conversation; a group is one conversation, a forum topic another
+- in groups the bot answers when mentioned, replied to, or given a command
+- "typing" is re-sent every 4 s while a task runs (Telegram shows it for only 5 s)
+- answers split at 4096 characters on safe boundaries, as Telegram HTML (escaped), paced
+  per chat (1/s), per group (20/min) and globally (30/s); 429 retry_after honoured
+- update_id is the dedupe key
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hmac
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from aiohttp import web
+from telegram import Bot, Message, ReplyParameters, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
+from telegram.ext import Application, CallbackQueryHandler, ContextTypes, TypeHandler
+
+from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
+from .markup import split_text, to_telegram_html
+from .pacing import Pacer
+
+log = logging.getLogger(__name__)
+
+# Opt in to python-telegram-bot's coming behaviour (time periods as timedelta); without it the
+# library warns on every flood-control error it raises.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+TEXT_LIMIT = 4096
+_SPLIT_AT = 4000  # leaves room for what HTML escaping and tags add
+TYPING_EVERY = 4.0
+
+Ingest = Callable[..., Awaitable[Any]]
+CallbackHandler = Callable[[Update], Awaitable[None]]
+
+
+class TelegramChannel(Channel):
+    """The Telegram channel around one bot token."""
+
+    name = "telegram"
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        webhook_secret: str | None,
+        api_url: str = "https://api.telegram.org",
+        ingest: Ingest,
+        pacer: Pacer | None = None,
+        intervals: tuple[float, float, float] = (1.0, 3.0, 1 / 30),
+    ) -> None:
+        api = api_url.rstrip("/")
+        self.application: Application[Any, Any, Any, Any, Any, Any] = (
+            Application.builder().token(token).base_url(f"{api}/bot")
+            .base_file_url(f"{api}/file/bot").build())
+        self.webhook_secret = webhook_secret
+        self.ingest = ingest
+        self.pacer = pacer or Pacer()
+        self.chat_interval, self.group_interval, self.global_interval = intervals
+        self.on_callback: CallbackHandler | None = None
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._polling = False
+        self.application.add_handler(CallbackQueryHandler(self._on_callback), group=0)
+        self.application.add_handler(TypeHandler(Update, self._on_update), group=1)
+
+    @property
+    def bot(self) -> Bot:
+        """The Bot API client."""
+        return cast(Bot, self.application.bot)
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.application.initialize()  # getMe: the bot's id and username
+
+    async def stop(self) -> None:
+        for task in self._typing.values():
+            task.cancel()
+        await self.stop_polling()
+        await self.application.shutdown()
+
+    async def set_webhook(self, url: str) -> None:
+        """Point Telegram at our webhook (called by one replica only)."""
+        await self.bot.set_webhook(url=url, secret_token=self.webhook_secret,
+                                   allowed_updates=["message", "callback_query"])
+
+    async def start_polling(self) -> None:
+        """Long polling (called by one replica only: the leader)."""
+        if self._polling:
+            return
+        await self.bot.delete_webhook()
+        await self.application.start()
+        assert self.application.updater is not None
+        await self.application.updater.start_polling(
+            allowed_updates=["message", "callback_query"], poll_interval=0.0, timeout=20)
+        self._polling = True
+
+    async def stop_polling(self) -> None:
+        """Stop polling (leadership lost, or shutdown)."""
+        if not self._polling:
+            return
+        self._polling = False
+        if self.application.updater is not None and self.application.updater.running:
+            await self.application.updater.stop()
+        if self.application.running:
+            await self.application.stop()
+
+    # --- inbound -------------------------------------------------------------------------
+    async def handle(self, request: web.Request) -> web.Response:
+        """``POST /telegram/webhook``."""
+        if self.webhook_secret is None:
+            return web.json_response({"error": "webhook mode is not configured"}, status=404)
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self.webhook_secret.encode()):
+            return web.json_response({"error": "bad or missing secret token"}, status=401)
+        raw = await request.content.read(1_000_001)
+        if len(raw) > 1_000_000:
+            return web.json_response({"error": "body too large"}, status=413)
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+                raise ValueError("an Update needs an integer update_id")
+            update = Update.de_json(data, self.bot)
+        except (ValueError, TypeError, KeyError) as exc:
+            return web.json_response({"error": f"malformed update: {exc}"}, status=400)
+        await self.application.process_update(update)
+        return web.json_response({"ok": True})
+
+    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        msg = self.to_inbound(update)
+        if msg is not None:
+            await self.ingest(msg, dedupe_key=f"telegram:{self.bot.id}:{update.update_id}")
+
+    async def _on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if self.on_callback is not None:
+            await self.on_callback(update)
+
+    def to_inbound(self, update: Update) -> InboundMessage | None:
+        """The normalised message of an Update, or None to ignore it."""
+        message = update.message
+        if message is None or message.from_user is None or message.from_user.is_bot:
+            return None
+        text = message.text or message.caption
+        if not text:
+            return None
+        chat = message.chat
+        private = chat.type == "private"
+        mentioned, text = self._addressed(message, text)
+        topic = message.message_thread_id if message.is_topic_message else None
+        if private:
+            cid = f"telegram:{chat.id}"
+        elif topic is not None:
+            cid = f"telegram:{chat.id}:{topic}"
+        else:
+            cid = f"telegram:{chat.id}"
+        target: dict[str, Any] = {"chat_id": chat.id, "message_thread_id": topic,
+                                  "private": private}
+        if not private:
+            target["reply_to"] = message.message_id
+        user = message.from_user
+        return InboundMessage(
+            channel="telegram", conversation_id=cid, user_id=str(user.id),
+            user_name=user.username or user.full_name, text=text.strip() or "(empty)",
+            is_direct=private, mentions_bot=private or mentioned,
+            platform_message_id=str(update.update_id), reply_target=target,
+            space_id=str(chat.id), room_id=str(topic or chat.id))
+
+    def _addressed(self, message: Message, text: str) -> tuple[bool, str]:
+        """Whether a group message addresses the bot, and its text without the mention."""
+        username = (self.bot.username or "").lower()
+        addressed = False
+        for entity in message.entities or ():
+            piece = text[entity.offset:entity.offset + entity.length]
+            if entity.type == "mention" and piece.lower() == f"@{username}":
+                addressed = True
+                text = text.replace(piece, " ")
+            elif entity.type == "text_mention" and entity.user and entity.user.id == self.bot.id:
+                addressed = True
+            elif entity.type == "bot_command" and entity.offset == 0:
+                target = piece.split("@", 1)[1].lower() if "@" in piece else username
+                addressed = addressed or target == username
+                if "@" in piece:
+                    text = text.replace(piece, piece.split("@", 1)[0], 1)
+        reply = message.reply_to_message
+        if reply is not None and reply.from_user is not None and reply.from_user.id == self.bot.id:
+            addressed = True
+        return addressed, " ".join(text.split())
+
+    # --- outbound ------------------------------------------------------------------------
+    async def send(self, message: OutboundMessage) -> None:
+        target = message.reply_target
+        chunks = split_text(message.text, _SPLIT_AT) or ["(empty answer)"]
+        markup = None
+        if message.kind == "approval" and message.approval is not None:
+            from .approvals import telegram_keyboard
+
+            markup = telegram_keyboard(message)
+        elif message.choices:
+            from .approvals import telegram_choices
+
+            markup = telegram_choices(message)
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            await self.send_text(target, chunk, reply=i == 0,
+                                 reply_markup=markup if last else None)
+
+    async def send_text(self, target: dict[str, Any], markdown: str, *, reply: bool = False,
+                        reply_markup: Any = None) -> Message:
+        """One message (at most 4096 characters once rendered), paced and retried."""
+        chat_id = target["chat_id"]
+        limits = {f"tg:chat:{chat_id}": self.chat_interval, "tg:global": self.global_interval}
+        if not target.get("private"):
+            limits[f"tg:group:{chat_id}"] = self.group_interval
+        kwargs: dict[str, Any] = {"chat_id": chat_id,
+                                  "message_thread_id": target.get("message_thread_id"),
+                                  "reply_markup": reply_markup}
+        if reply and target.get("reply_to"):
+            kwargs["reply_parameters"] = ReplyParameters(
+                message_id=target["reply_to"], allow_sending_without_reply=True)
+        text: str = to_telegram_html(markdown)
+        parse_mode: str | None = ParseMode.HTML
+        if len(text) > TEXT_LIMIT:
+            text, parse_mode = markdown[:TEXT_LIMIT], None
+        for attempt in range(3):
+            await self.pacer.wait(limits)
+            try:
+                return await self.bot.send_message(text=text, parse_mode=parse_mode, **kwargs)
+            except RetryAfter as exc:
+                wait = _retry_seconds(exc)
+                self.pacer.hold(f"tg:chat:{chat_id}", wait)
+                if attempt == 2:
+                    raise DeliveryError("telegram flood control", retryable=True,
+                                        retry_after=wait) from exc
+            except BadRequest as exc:
+                if parse_mode is not None and "parse" in str(exc).lower():
+                    # Telegram rejected the formatting: send the plain text instead.
+                    text, parse_mode = markdown[:TEXT_LIMIT], None
+                    continue
+                raise DeliveryError(f"telegram rejected the message: {exc}",
+                                    retryable=False) from exc
+            except Forbidden as exc:
+                raise DeliveryError(f"telegram: {exc}", retryable=False) from exc
+            except (TimedOut, NetworkError) as exc:
+                raise DeliveryError(f"telegram unreachable: {exc}", retryable=True) from exc
+        raise DeliveryError("telegram send failed", retryable=True)
+
+    async def working(self, target: dict[str, Any], task_id: str) -> None:
+        self._typing[task_id] = asyncio.create_task(self._keep_typing(target))
+
+    async def progress(self, target: dict[str, Any], task_id: str, line: str) -> None:
+        return None  # "typing" is the progress display on Telegram
+
+    async def done(self, target: dict[str, Any], task_id: str) -> None:
+        task = self._typing.pop(task_id, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _keep_typing(self, target: dict[str, Any]) -> None:
+        while True:
+            try:
+                await self.bot.send_chat_action(
+                    chat_id=target["chat_id"], action=ChatAction.TYPING,
+                    message_thread_id=target.get("message_thread_id"))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("typing indicator failed: %s", exc)
+            await asyncio.sleep(TYPING_EVERY)
+
+
+def _retry_seconds(exc: RetryAfter) -> float:
+    value = getattr(exc, "_retry_after", None)
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return 1.0

@@ -1,0 +1,197 @@
+"""Load through the signed webhook channel.
+
+N conversations talk at once, each sending M messages one after another (the next after the
+previous answer arrived), to a gateway running in its own process (``hermes-gateway serve``
+with an embedded Valkey), backed by the scripted model server with a fixed latency. The
+answers come back to a local callback receiver.
+
+Prints ack latency p50/p99, end-to-end throughput, gateway-added latency (end-to-end minus
+the model time the gateway itself measured for the task, from its TaskReport), the
+gateway's CPU per answer, and lost, duplicated or wrong answers.
+
+    .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 5]
+                                           [--model-latency 0.05]
+
+Targets on the reference machine (2 cores): ack p99 < 50 ms at 200 concurrent
+conversations; gateway-added latency p50 < 5 ms; zero lost or duplicated answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from adapters.webhook import signed_headers
+from agent_core.models.replay import ReplayModelServer, Reply
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-secret"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+async def main(conversations: int, messages: int, latency: float, port: int,
+               replicas: int) -> int:
+    answers: dict[str, asyncio.Future[float]] = {}
+    received: dict[str, int] = defaultdict(int)
+
+    wrong: list[str] = []
+    by_task: dict[str, str] = {}
+
+    async def callback(request: web.Request) -> web.Response:
+        body = await request.json()
+        key = by_task.get(body["task_id"], "?")
+        received[key] += 1
+        if body["text"] != f"answer to: {key}":
+            wrong.append(body["text"][:200])
+        future = answers.get(key)
+        if future is not None and not future.done():
+            future.set_result(time.perf_counter())
+        return web.json_response({"ok": True})
+
+    def echo(path: str, body: dict[str, Any]) -> Reply:
+        last = next(m for m in reversed(body["messages"]) if m["role"] == "user")
+        return Reply(f"answer to: {last['content']}")
+
+    model = ReplayModelServer(responder=echo, latency=latency)
+    await model.start()
+    app = web.Application()
+    app.router.add_post("/cb", callback)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    callback_url = f"http://127.0.0.1:{runner.addresses[0][1]}/cb"
+
+    data = Path(tempfile.mkdtemp(prefix="hermes-load-"))
+    env = {**os.environ, "HERMES_DATA_DIR": str(data),
+           "LLM_PROVIDER": "openai", "LLM_MODEL_NAME": "bench",
+           "LLM_BASE_URL": model.openai_url, "LLM_API_KEY": "sk-bench-0123456789abcdef",
+           "LLM_MAX_RETRIES": "0", "AGENT_REPLAN_EVERY": "0", "LOG_LEVEL": "WARNING",
+           "HERMES_WORKERS": str(min(256, conversations)),
+           "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),
+           "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "REDIS_URL": ""}
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get(
+        "BENCH_PROFILE") else []
+    # Replicas share the data directory, so the first one's embedded Valkey serves them all.
+    gateways = []
+    for i in range(replicas):
+        gateways.append(subprocess.Popen(  # noqa: ASYNC220 - starts and returns
+            [sys.executable, *profile, "-m", "gateway.cli", "serve", "--port", str(port + i)],
+            env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+            stderr=(data / f"gateway{i}.log").open("wb")))
+        if i == 0:
+            await asyncio.sleep(1.5)
+    bases = [f"http://127.0.0.1:{port + i}" for i in range(replicas)]
+    acks: list[float] = []
+    e2e: dict[str, float] = {}
+    model_time: dict[str, float] = {}
+    try:
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=conversations + 10)) as session:
+            for base in bases:
+                for _ in range(100):
+                    try:
+                        async with session.get(f"{base}/readyz") as r:
+                            if r.status == 200:
+                                break
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.1)
+                else:
+                    raise SystemExit(f"the gateway at {base} did not start")
+
+            async def talk(n: int) -> None:
+                base = bases[n % replicas]
+                for i in range(messages):
+                    text = f"c{n}-m{i}"
+                    answers[text] = asyncio.get_running_loop().create_future()
+                    body = json.dumps({"conversation_id": f"c{n}", "user_id": f"u{n}",
+                                       "text": text, "callback_url": callback_url}).encode()
+                    sent = time.perf_counter()
+                    async with session.post(f"{base}/webhook/load", data=body,
+                                            headers=signed_headers(SECRET, body)) as r:
+                        assert r.status == 202, await r.text()
+                        by_task[(await r.json())["task_id"]] = text
+                    acks.append(time.perf_counter() - sent)
+                    arrived = await asyncio.wait_for(answers[text], 120)
+                    e2e[text] = arrived - sent
+
+            cpu_before = sum(cpu_seconds(g.pid) for g in gateways)
+            started = time.perf_counter()
+            await asyncio.gather(*(talk(n) for n in range(conversations)))
+            elapsed = time.perf_counter() - started
+            cpu_used = sum(cpu_seconds(g.pid) for g in gateways) - cpu_before
+            await asyncio.sleep(1.0)  # let any duplicate arrive before counting
+
+            async def report(task_id: str, text: str) -> None:
+                async with session.get(f"{bases[0]}/agent/tasks/{task_id}") as r:
+                    view = await r.json()
+                model_time[text] = view["report"]["model_time"]
+
+            await asyncio.gather(*(report(t, text) for t, text in by_task.items()))
+    finally:
+        for gateway in reversed(gateways):
+            gateway.terminate()
+            try:
+                gateway.wait(20)
+            except subprocess.TimeoutExpired:
+                gateway.kill()
+        await runner.cleanup()
+        await model.stop()
+
+    total = conversations * messages
+    lost = sum(1 for k in answers if received[k] == 0)
+    duplicated = sum(1 for k in answers if received[k] > 1)
+    added = [e2e[k] - model_time[k] for k in e2e]
+    e2e_times = list(e2e.values())
+    print(f"{conversations} conversations x {messages} messages, model latency "
+          f"{latency * 1000:.0f} ms, {replicas} gateway process(es) sharing one embedded "
+          "Valkey:")
+    print(f"  ack latency      p50 {percentile(acks, .5) * 1000:7.2f} ms   "
+          f"p99 {percentile(acks, .99) * 1000:7.2f} ms   (target p99 < 50 ms)")
+    print(f"  end to end       p50 {percentile(e2e_times, .5) * 1000:7.2f} ms   "
+          f"p99 {percentile(e2e_times, .99) * 1000:7.2f} ms")
+    print(f"  gateway-added    p50 {percentile(added, .5) * 1000:7.2f} ms   "
+          f"p99 {percentile(added, .99) * 1000:7.2f} ms   (target p50 < 5 ms)")
+    print(f"  throughput       {total / elapsed:7.1f} answers/s ({total} in {elapsed:.1f} s)")
+    print(f"  gateway CPU      {cpu_used / total * 1000:7.2f} ms per answer "
+          f"({cpu_used / elapsed * 100:.0f}% of one core, all replicas)")
+    print(f"  lost {lost}, duplicated {duplicated}, wrong {len(wrong)} (target 0, 0, 0); "
+          f"mean ack {statistics.fmean(acks) * 1000:.2f} ms")
+    for text in wrong[:5]:
+        print(f"  wrong answer: {text!r}")
+    return 0 if lost == 0 and duplicated == 0 and not wrong else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=5)
+    parser.add_argument("--model-latency", type=float, default=0.05)
+    parser.add_argument("--port", type=int, default=18931)
+    parser.add_argument("--replicas", type=int, default=1)
+    args = parser.parse_args()
+    sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
+                              args.port, args.replicas)))

@@ -1,0 +1,58 @@
+"""AccessPolicy: who may talk to the bot, where, and when it should answer at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from adapters.base import InboundMessage
+from agent_core import Settings
+
+Verdict = Literal["allow", "refuse", "ignore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with a message, and why (for logs)."""
+
+    verdict: Verdict
+    reason: str
+
+
+class AccessPolicy:
+    """Allowlists of users, spaces (workspaces, groups) and rooms (channels); DMs on/off;
+    in group spaces the bot only answers when addressed.
+
+    Entries are ``channel:id`` (``slack:U123``, ``telegram:-100123``, ``slack:C9``); an
+    empty list allows everyone. A user not on a configured user allowlist is refused once,
+    politely.
+    """
+
+    def __init__(self, *, users: list[str], spaces: list[str], rooms: list[str],
+                 allow_dms: bool) -> None:
+        self.users = frozenset(users)
+        self.spaces = frozenset(spaces)
+        self.rooms = frozenset(rooms)
+        self.allow_dms = allow_dms
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AccessPolicy:
+        """The policy the settings describe."""
+        return cls(users=settings.hermes_allowed_users, spaces=settings.hermes_allowed_spaces,
+                   rooms=settings.hermes_allowed_rooms, allow_dms=settings.hermes_allow_dms)
+
+    def check(self, msg: InboundMessage) -> Decision:
+        """allow, refuse (say no once) or ignore (stay silent)."""
+        if msg.channel in ("api", "webchat", "schedule", "webhook"):
+            return Decision("allow", f"{msg.channel} callers are authenticated upstream")
+        if not msg.is_direct and not msg.mentions_bot:
+            return Decision("ignore", "a group message that does not address the bot")
+        if self.spaces and msg.space_id and f"{msg.channel}:{msg.space_id}" not in self.spaces:
+            return Decision("ignore", f"space {msg.space_id!r} is not allowed")
+        if self.rooms and not msg.is_direct and f"{msg.channel}:{msg.room_id}" not in self.rooms:
+            return Decision("ignore", f"room {msg.room_id!r} is not allowed")
+        if msg.is_direct and not self.allow_dms:
+            return Decision("refuse", "direct messages are turned off")
+        if self.users and f"{msg.channel}:{msg.user_id}" not in self.users:
+            return Decision("refuse", f"user {msg.user_id!r} is not on the allowlist")
+        return Decision("allow", "allowed")

@@ -1,0 +1,266 @@
+"""The HTTP API: run tasks, read them, follow their events, cancel them, forget
+conversations. Every route answers JSON; bad input gets a 4xx with a reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from adapters.base import InboundMessage
+from agent_core import TaskState
+from agent_core.store.keys import CONVERSATION_ID
+
+from .openapi import spec
+from .service import Gateway
+
+log = logging.getLogger(__name__)
+
+GATEWAY = web.AppKey("gateway", Gateway)
+_TERMINAL = ("answered", "failed", "limit", "invalid", "cancelled")
+_PAUSED = ("asked_user", "awaiting_approval")
+_LOCAL_ID = r"^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$"
+
+
+class RunRequest(BaseModel):
+    """Body of POST /agent/run and /agent/run-async."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=20_000)
+    conversation_id: str | None = Field(None, pattern=_LOCAL_ID)
+    user_id: str | None = Field(None, min_length=1, max_length=200)
+
+
+def setup(app: web.Application) -> None:
+    """Register the API routes."""
+    app.router.add_post("/agent/run", run_sync)
+    app.router.add_post("/agent/run-async", run_async)
+    app.router.add_get("/agent/tasks/{task_id}", get_task)
+    app.router.add_get("/agent/tasks/{task_id}/events", task_events)
+    app.router.add_post("/agent/tasks/{task_id}/cancel", cancel_task)
+    app.router.add_delete("/agent/conversations/{conversation_id}", forget_conversation)
+    app.router.add_post("/agent/conversations/{conversation_id}/reset", reset_conversation)
+    app.router.add_get("/openapi.json", openapi)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+
+
+async def parse(request: web.Request, model: type[BaseModel]) -> Any:
+    """The request body as ``model``, or 400 naming what is wrong."""
+    if request.content_type != "application/json":
+        raise _bad(415, "send the body as application/json")
+    raw = await request.read()
+    try:
+        return model.model_validate_json(raw or b"")
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err["loc"]) or "body"
+            parts.append(f"{where}: {err['msg']}")
+        raise _bad(400, "invalid body: " + "; ".join(parts)) from None
+
+
+def _bad(status: int, reason: str) -> web.HTTPException:
+    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
+           415: web.HTTPUnsupportedMediaType}[status]
+    return cls(text=json.dumps({"error": reason}), content_type="application/json")
+
+
+def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
+    channel: Any = "webchat" if request.headers.get("X-Hermes-Client") == "webchat" else "api"
+    cid = body.conversation_id or uuid.uuid4().hex
+    return InboundMessage(
+        channel=channel, conversation_id=f"{channel}:{cid}",
+        user_id=body.user_id or f"{channel}-user", text=body.text, is_direct=True,
+        mentions_bot=True, platform_message_id=uuid.uuid4().hex)
+
+
+class _CommandAnswered(Exception):
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+async def _submit(request: web.Request) -> tuple[Gateway, str]:
+    gateway = request.app[GATEWAY]
+    body = await parse(request, RunRequest)
+    msg = _inbound(body, request)
+    key = request.headers.get("Idempotency-Key")
+    assert gateway.router is not None
+    routed = await gateway.router.ingest(msg, dedupe_key=f"api:{key}" if key else None)
+    if routed.status == "duplicate":
+        raise _bad(409, "a request with this Idempotency-Key was already accepted")
+    if routed.status == "command":
+        raise _CommandAnswered(web.json_response({
+            "status": "command", "command": routed.reason, "text": routed.reply,
+            "conversation_id": msg.conversation_id}))
+    if routed.task_id is None:
+        raise _bad(400, f"not accepted: {routed.status} ({routed.reason})")
+    return gateway, routed.task_id
+
+
+async def run_async(request: web.Request) -> web.Response:
+    """Queue a task; answer at once with its id."""
+    try:
+        _, task_id = await _submit(request)
+    except _CommandAnswered as answered:
+        return answered.response
+    return web.json_response({"task_id": task_id, "status": "queued",
+                              "status_url": f"/agent/tasks/{task_id}",
+                              "events_url": f"/agent/tasks/{task_id}/events"}, status=202)
+
+
+async def run_sync(request: web.Request) -> web.Response:
+    """Run a task and wait for its answer (or until HERMES_RUN_TIMEOUT: then 202)."""
+    try:
+        gateway, task_id = await _submit(request)
+    except _CommandAnswered as answered:
+        return answered.response
+    assert gateway.eventlog is not None
+    deadline = time.monotonic() + gateway.settings.hermes_run_timeout
+    try:
+        async with asyncio.timeout(gateway.settings.hermes_run_timeout):
+            async for event in gateway.eventlog.follow(task_id):
+                if event.get("type") == "AGENT_FINISHED":
+                    outcome = (event.get("payload") or {}).get("outcome")
+                    if outcome in _TERMINAL or outcome in _PAUSED:
+                        break
+                if time.monotonic() > deadline:
+                    break
+    except TimeoutError:
+        pass
+    view = await _task_view(gateway, task_id)
+    status = 200 if view["status"] in _TERMINAL + _PAUSED else 202
+    return web.json_response(view, status=status)
+
+
+async def get_task(request: web.Request) -> web.Response:
+    """A task's status, result and TaskReport."""
+    gateway = request.app[GATEWAY]
+    return web.json_response(await _task_view(gateway, request.match_info["task_id"]))
+
+
+async def _task_view(gateway: Gateway, task_id: str) -> dict[str, Any]:
+    assert gateway.opened is not None
+    state = await gateway.opened.store.load_task(task_id)
+    if state is None:
+        raise _bad(404, f"no task {task_id!r}")
+    return view_of(state)
+
+
+def view_of(state: TaskState) -> dict[str, Any]:
+    """The public view of a task."""
+    return {
+        "task_id": state.task_id, "conversation_id": state.conversation_id,
+        "status": state.status, "text": state.result_text, "answer": state.answer,
+        "question": state.question.model_dump() if state.question else None,
+        "approval": state.approval.model_dump() if state.approval else None,
+        "error": state.error, "report": state.report or None, "rounds": state.round,
+        "created_at": state.created_at, "updated_at": state.updated_at,
+        "continued_in": state.extra.get("continued"),
+        "events_url": f"/agent/tasks/{state.task_id}/events",
+    }
+
+
+async def task_events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: the task's past events, then live ones; resumes after
+    Last-Event-ID; ends once the task has finished."""
+    gateway = request.app[GATEWAY]
+    task_id = request.match_info["task_id"]
+    await _task_view(gateway, task_id)  # 404 for unknown tasks
+    after = request.headers.get("Last-Event-ID") or request.query.get("after") or "0-0"
+    if not _valid_stream_id(after):
+        raise _bad(400, "Last-Event-ID must be a stream id like 1712345678901-0")
+    assert gateway.eventlog is not None
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    try:
+        async for event in gateway.eventlog.follow(task_id, after):
+            if event["type"] == "KEEPALIVE":
+                await response.write(b": keepalive\n\n")
+                continue
+            data = json.dumps(event, ensure_ascii=False)
+            await response.write(f"id: {event['id']}\nevent: {event['type']}\n"
+                                 f"data: {data}\n\n".encode())
+            if event["type"] == "AGENT_FINISHED" and \
+                    (event.get("payload") or {}).get("outcome") in _TERMINAL:
+                break
+    except (ConnectionResetError, asyncio.CancelledError):
+        return response
+    await response.write_eof()
+    return response
+
+
+def _valid_stream_id(value: str) -> bool:
+    head, _, tail = value.partition("-")
+    return head.isdigit() and (tail.isdigit() or tail == "")
+
+
+async def cancel_task(request: web.Request) -> web.Response:
+    """Stop a running task, or drop a queued one."""
+    gateway = request.app[GATEWAY]
+    view = await _task_view(gateway, request.match_info["task_id"])
+    assert gateway.opened is not None and gateway.queue is not None
+    if view["status"] == "queued":
+        state = await gateway.opened.store.load_task(view["task_id"])
+        assert state is not None
+        state.status, state.result_text = "cancelled", "Cancelled before it started."
+        await gateway.opened.store.save_task(state)
+        return web.json_response({"task_id": view["task_id"], "status": "cancelled"})
+    if view["status"] != "running":
+        raise _bad(409, f"task is {view['status']}, not running")
+    await gateway.queue.signal(view["conversation_id"], "stop", view["task_id"])
+    return web.json_response({"task_id": view["task_id"], "status": "stopping"}, status=202)
+
+
+def _conversation(request: web.Request) -> str:
+    cid = request.match_info["conversation_id"]
+    if not CONVERSATION_ID.match(cid):
+        raise _bad(400, "invalid conversation id")
+    return cid
+
+
+async def forget_conversation(request: web.Request) -> web.Response:
+    """Delete everything a conversation stored (a user's "forget me")."""
+    gateway = request.app[GATEWAY]
+    cid = _conversation(request)
+    assert gateway.opened is not None
+    deleted = await gateway.opened.store.forget(cid)
+    return web.json_response({"conversation_id": cid, "deleted_keys": deleted})
+
+
+async def reset_conversation(request: web.Request) -> web.Response:
+    """Start a fresh session; the archive stays searchable."""
+    gateway = request.app[GATEWAY]
+    cid = _conversation(request)
+    assert gateway.opened is not None
+    await gateway.opened.store.reset(cid)
+    return web.json_response({"conversation_id": cid, "reset": True})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """The OpenAPI description of this API."""
+    return web.json_response(spec())
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """The process is alive."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """The store answers and the workers run."""
+    gateway = request.app[GATEWAY]
+    try:
+        return web.json_response(await gateway.health())
+    except Exception as exc:
+        return web.json_response({"status": "unavailable", "reason": type(exc).__name__},
+                                 status=503)

@@ -1,0 +1,133 @@
+"""The aiohttp application: API, channel endpoints, web chat, health; auth and errors."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import resources
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from agent_core import Settings
+from agent_core.errors import StoreUnavailableError
+from agent_core.models import ModelAdapter
+
+from . import api
+from .api import GATEWAY
+from .service import Gateway
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_BODY = 1024 * 1024
+
+
+def create_app(settings: Settings, *, model: ModelAdapter | None = None) -> web.Application:
+    """The whole service as one aiohttp application (the gateway starts with it)."""
+    gateway = Gateway(settings, model=model)
+    app = web.Application(middlewares=[errors, auth(settings)], client_max_size=MAX_BODY)
+    app[GATEWAY] = gateway
+
+    async def start(_: web.Application) -> None:
+        await gateway.start()
+
+    async def stop(_: web.Application) -> None:
+        await gateway.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    api.setup(app)
+    app.router.add_post("/slack/events", _channel_route("slack"))
+    app.router.add_post("/telegram/webhook", _channel_route("telegram"))
+    app.router.add_post("/webhook/{source}", _channel_route("webhook"))
+    app.router.add_get("/", webchat_page)
+    return app
+
+
+def _channel_route(name: str) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        gateway = request.app[GATEWAY]
+        channel = {"slack": gateway.slack, "telegram": gateway.telegram,
+                   "webhook": gateway.webhook}[name]
+        if channel is None:
+            return web.json_response({"error": f"the {name} channel is not configured"},
+                                     status=404)
+        response: web.StreamResponse = await channel.handle(request)
+        return response
+
+    return handler
+
+
+async def webchat_page(request: web.Request) -> web.Response:
+    """The web chat: a small page that streams the agent's steps."""
+    page = resources.files("gateway.static").joinpath("index.html").read_text("utf-8")
+    return web.Response(text=page, content_type="text/html",
+                        headers={"Cache-Control": "no-store",
+                                 "Content-Security-Policy": "default-src 'self'; "
+                                 "style-src 'self' 'unsafe-inline'; "
+                                 "script-src 'self' 'unsafe-inline'"})
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error as JSON with a reason; never a traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json" or exc.status < 400:
+            raise
+        return web.json_response({"error": exc.reason}, status=exc.status,
+                                 headers={k: v for k, v in exc.headers.items()
+                                          if k.lower() in ("allow", "www-authenticate")})
+    except (StoreUnavailableError, RedisConnectionError, RedisTimeoutError):
+        return web.json_response({"error": "the store is unreachable; retry shortly"},
+                                 status=503, headers={"Retry-After": "5"})
+    except ValueError as exc:
+        return web.json_response({"error": str(exc)[:500]}, status=400)
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return web.json_response({"error": "internal error"}, status=500)
+
+
+def auth(settings: Settings) -> Middleware:
+    """Bearer tokens for /agent/*; with none configured, loopback callers only."""
+    keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not request.path.startswith("/agent/"):
+            return await handler(request)
+        if not keys:
+            if is_loopback(request.remote):
+                return await handler(request)
+            return web.json_response(
+                {"error": "the API is open only to this machine until HERMES_API_KEYS is set"},
+                status=403)
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not token and request.path.endswith("/events"):
+            token = request.query.get("access_token", "")  # EventSource cannot set headers
+        if token and any(hmac.compare_digest(token.encode(), k) for k in keys):
+            return await handler(request)
+        return web.json_response({"error": "missing or invalid bearer token"}, status=401,
+                                 headers={"WWW-Authenticate": 'Bearer realm="hermes"'})
+
+    return middleware
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether an address (or host name) is this machine."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+

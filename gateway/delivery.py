@@ -1,0 +1,71 @@
+"""Delivering replies: retried with backoff through platform outages, never dropped
+silently; what cannot be delivered goes to a dead-letter list with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+from redis.asyncio import Redis
+
+from adapters.base import Channel, DeliveryError, OutboundMessage
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class Deliverer:
+    """Sends OutboundMessages through their channel, retrying what is retryable."""
+
+    def __init__(self, channels: dict[str, Channel], redis: Redis, prefix: str, *,
+                 max_seconds: float = 600.0, base_delay: float = 1.0,
+                 sleep: Sleep = asyncio.sleep) -> None:
+        self.channels = channels
+        self.redis = redis
+        self.dead_letters = f"{prefix}:deadletter"
+        self.max_seconds = max_seconds
+        self.base_delay = base_delay
+        self._sleep = sleep
+
+    async def deliver(self, message: OutboundMessage) -> bool:
+        """True once delivered; False if it was dead-lettered."""
+        channel = self.channels.get(message.channel)
+        if channel is None:
+            await self._dead(message, f"channel {message.channel!r} is not enabled")
+            return False
+        deadline = time.monotonic() + self.max_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await channel.send(message)
+                return True
+            except DeliveryError as exc:
+                if not exc.retryable or time.monotonic() >= deadline:
+                    await self._dead(message, str(exc))
+                    return False
+                delay = exc.retry_after if exc.retry_after is not None else min(
+                    60.0, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+                log.warning("delivery to %s failed (%s); retry %d in %.1fs", message.channel,
+                            exc, attempt, delay)
+            except Exception as exc:  # a bug in an adapter: dead-letter, never loop forever
+                log.exception("delivery through %s crashed", message.channel)
+                await self._dead(message, f"{type(exc).__name__}: {exc}")
+                return False
+            await self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
+
+    async def _dead(self, message: OutboundMessage, reason: str) -> None:
+        log.error("undeliverable %s reply for %s: %s", message.channel,
+                  message.conversation_id, reason)
+        entry = message.model_dump_json()
+        try:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.rpush(self.dead_letters, entry)
+            pipe.ltrim(self.dead_letters, -10_000, -1)
+            await pipe.execute()
+        except Exception as exc:
+            log.error("could not dead-letter the reply either: %s", exc)

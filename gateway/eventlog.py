@@ -1,0 +1,128 @@
+"""EventLog: every task event appended to a Redis stream, so any replica can replay and
+follow a task (the SSE endpoint) and a client can resume from Last-Event-ID.
+
+Events are written by one writer task in the order they were emitted (a bus handler only
+enqueues, so the agent loop never waits on Redis for its own events).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agent_core import Event
+from agent_core.store.keys import Keys
+
+log = logging.getLogger(__name__)
+
+_MAXLEN = 2000
+_LINGER = 0.005
+
+# KEYS: stream   ARGV: maxlen, ttl, data...
+_XADD_MANY = """
+for i = 3, #ARGV do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'data', ARGV[i])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return #ARGV - 2
+"""
+_SKIP = {"MODEL_DELTA"}  # streamed text fragments: too many entries to keep
+
+
+class EventLog:
+    """Writes events to ``task:<id>:events`` streams and reads them back."""
+
+    def __init__(self, redis: Redis, keys: Keys, *, retention: float) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.retention = int(retention)
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._xadd_many = redis.register_script(_XADD_MANY)
+
+    def start(self) -> None:
+        """Start the writer task."""
+        self._writer = asyncio.create_task(self._write_loop(), name="eventlog-writer")
+
+    async def stop(self) -> None:
+        """Flush what is queued, then stop."""
+        if self._writer is not None:
+            await self._queue.put(None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+
+    def __call__(self, event: Event) -> None:
+        """EventBus handler."""
+        if event.task_id and str(event.type) not in _SKIP:
+            self._queue.put_nowait(event)
+
+    async def _write_loop(self) -> None:
+        while True:
+            event = await self._queue.get()
+            # A task emits its events in quick bursts: wait a moment to write them together.
+            await asyncio.sleep(_LINGER)
+            batch = [event]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            stop = None in batch
+            events = [e for e in batch if e is not None]
+            if events:
+                await self._write(events)
+            if stop:
+                return
+
+    async def _write(self, events: list[Event]) -> None:
+        by_task: dict[str, list[str]] = {}
+        for e in events:
+            by_task.setdefault(e.task_id, []).append(
+                json.dumps(e.to_dict(), ensure_ascii=False, default=str))
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id, datas in by_task.items():
+            await self._xadd_many(keys=[self.keys.task_events(task_id)],
+                                  args=[_MAXLEN, self.retention, *datas], client=pipe)
+        try:
+            await pipe.execute()
+        except Exception as exc:  # the event log must never take a task down
+            log.warning("could not record %d events: %s", len(events), exc)
+
+    async def read(self, task_id: str, after: str = "0-0", count: int = 1000
+                   ) -> list[dict[str, Any]]:
+        """Recorded events after a stream id, oldest first."""
+        start = f"({after}" if after != "0-0" else "-"
+        rows: Any = await self.redis.xrange(self.keys.task_events(task_id), min=start,
+                                            count=count)
+        return [_row(r) for r in rows]
+
+    async def follow(self, task_id: str, after: str = "0-0", *, poll: float = 2.0
+                     ) -> AsyncIterator[dict[str, Any]]:
+        """Recorded events after ``after``, then new ones as they come (from any replica)."""
+        last = after
+        for item in await self.read(task_id, last):
+            last = item["id"]
+            yield item
+        while True:
+            rows: Any = await self.redis.xread({self.keys.task_events(task_id): last},
+                                               block=int(poll * 1000), count=500)
+            if not rows:
+                yield {"id": None, "type": "KEEPALIVE"}
+                continue
+            for _, entries in rows:
+                for r in entries:
+                    item = _row(r)
+                    last = item["id"]
+                    yield item
+
+
+def _row(row: Any) -> dict[str, Any]:
+    stream_id, fields = row
+    sid = stream_id.decode() if isinstance(stream_id, bytes) else str(stream_id)
+    data = fields.get(b"data") or fields.get("data")
+    event = json.loads(data)
+    return {"id": sid, **event}

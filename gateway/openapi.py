@@ -1,0 +1,101 @@
+"""The OpenAPI 3.1 description served at /openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_TASK = {
+    "type": "object",
+    "properties": {
+        "task_id": {"type": "string"}, "conversation_id": {"type": "string"},
+        "status": {"type": "string", "enum": [
+            "queued", "running", "answered", "asked_user", "awaiting_approval", "failed",
+            "limit", "invalid", "cancelled"]},
+        "text": {"type": ["string", "null"], "description": "what the user was told"},
+        "answer": {"type": ["string", "null"]},
+        "question": {"type": ["object", "null"]},
+        "approval": {"type": ["object", "null"]},
+        "error": {"type": ["string", "null"]},
+        "report": {"type": ["object", "null"], "description": "TaskReport"},
+        "rounds": {"type": "integer"},
+        "created_at": {"type": "number"}, "updated_at": {"type": "number"},
+        "continued_in": {"type": ["string", "null"]},
+        "events_url": {"type": "string"},
+    },
+    "required": ["task_id", "status", "conversation_id"],
+}
+_ERROR = {"type": "object", "properties": {"error": {"type": "string"}},
+          "required": ["error"]}
+_RUN = {
+    "type": "object", "additionalProperties": False, "required": ["text"],
+    "properties": {
+        "text": {"type": "string", "minLength": 1, "maxLength": 20000},
+        "conversation_id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$",
+                            "description": "your id for the conversation; memory is kept per id"},
+        "user_id": {"type": "string", "maxLength": 200},
+    },
+}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(c): _json(_ERROR, "error with a reason") for c in codes}
+
+
+def spec() -> dict[str, Any]:
+    """The document."""
+    task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    cid = {"name": "conversation_id", "in": "path", "required": True,
+           "schema": {"type": "string"}}
+    run_body = {"required": True, "content": {"application/json": {"schema": _RUN}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "hermes-gateway", "version": "0.1.0",
+                 "description": "Run tool-calling agent tasks and follow them step by step."},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+        "paths": {
+            "/agent/run": {"post": {
+                "summary": "Run a task and wait for its answer", "requestBody": run_body,
+                "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                                "schema": {"type": "string"}}],
+                "responses": {"200": _json(_TASK, "finished or paused"),
+                              "202": _json(_TASK, "still running after the timeout"),
+                              **_errors(400, 401, 403, 409, 415)}}},
+            "/agent/run-async": {"post": {
+                "summary": "Queue a task", "requestBody": run_body,
+                "responses": {"202": _json({"type": "object"}, "queued"),
+                              **_errors(400, 401, 403, 409, 415)}}},
+            "/agent/tasks/{task_id}": {"get": {
+                "summary": "A task's status, result and report", "parameters": [task_id],
+                "responses": {"200": _json(_TASK, "the task"), **_errors(401, 404)}}},
+            "/agent/tasks/{task_id}/events": {"get": {
+                "summary": "The task's events as server-sent events (replay, then live)",
+                "parameters": [task_id, {"name": "Last-Event-ID", "in": "header",
+                                         "required": False, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "text/event-stream",
+                                      "content": {"text/event-stream": {}}},
+                              **_errors(400, 401, 404)}}},
+            "/agent/tasks/{task_id}/cancel": {"post": {
+                "summary": "Stop a running task or drop a queued one", "parameters": [task_id],
+                "responses": {"200": _json({"type": "object"}, "cancelled"),
+                              "202": _json({"type": "object"}, "stopping"),
+                              **_errors(401, 404, 409)}}},
+            "/agent/conversations/{conversation_id}": {"delete": {
+                "summary": "Forget everything a conversation stored", "parameters": [cid],
+                "responses": {"200": _json({"type": "object"}, "deleted"),
+                              **_errors(400, 401)}}},
+            "/agent/conversations/{conversation_id}/reset": {"post": {
+                "summary": "Start a fresh session (the archive stays)", "parameters": [cid],
+                "responses": {"200": _json({"type": "object"}, "reset"),
+                              **_errors(400, 401)}}},
+            "/healthz": {"get": {"summary": "Liveness", "security": [],
+                                 "responses": {"200": {"description": "alive"}}}},
+            "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],
+                                "responses": {"200": {"description": "ready"},
+                                              "503": {"description": "not ready"}}}},
+        },
+    }

@@ -1,0 +1,98 @@
+"""ProgressRelay: shows a running task's steps in its chat (a "working" message updated as
+tools run, typing, a reaction), throttled to what the platforms tolerate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.base import Channel
+from agent_core import Event, EventType
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Watch:
+    channel: Channel
+    target: dict[str, Any]
+    last_update: float = 0.0
+    pending: str | None = None
+    flusher: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class ProgressRelay:
+    """Subscribe once to the bus; each running task registered here gets its updates."""
+
+    def __init__(self, *, min_interval: float = 1.5) -> None:
+        self.min_interval = min_interval
+        self._watches: dict[str, _Watch] = {}
+
+    async def begin(self, task_id: str, channel: Channel, target: dict[str, Any]) -> None:
+        """A task started in a chat."""
+        self._watches[task_id] = _Watch(channel, target)
+        with contextlib.suppress(NotImplementedError):
+            await _quietly(channel.working(target, task_id))
+
+    async def end(self, task_id: str) -> None:
+        """The task ended (its answer is being delivered)."""
+        watch = self._watches.pop(task_id, None)
+        if watch is None:
+            return
+        if watch.flusher is not None:
+            watch.flusher.cancel()
+        with contextlib.suppress(NotImplementedError):
+            await _quietly(watch.channel.done(watch.target, task_id))
+
+    def __call__(self, event: Event) -> None:
+        """EventBus handler."""
+        watch = self._watches.get(event.task_id)
+        if watch is None:
+            return
+        line = describe(event)
+        if line is None:
+            return
+        watch.pending = line
+        if watch.flusher is None or watch.flusher.done():
+            watch.flusher = asyncio.ensure_future(self._flush(event.task_id, watch))
+
+    async def _flush(self, task_id: str, watch: _Watch) -> None:
+        wait = watch.last_update + self.min_interval - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        line, watch.pending = watch.pending, None
+        if line is None or self._watches.get(task_id) is not watch:
+            return
+        watch.last_update = time.monotonic()
+        with contextlib.suppress(NotImplementedError):
+            await _quietly(watch.channel.progress(watch.target, task_id, line))
+
+
+def describe(event: Event) -> str | None:
+    """One short line for a step worth showing, or None."""
+    p = event.payload
+    match event.type:
+        case EventType.TOOL_STARTED:
+            return f"⚙️ {p.get('tool')}…"
+        case EventType.TOOL_FINISHED:
+            return f"✅ {p.get('tool')} done"
+        case EventType.TOOL_ERROR:
+            return f"⚠️ {p.get('tool')}: {p.get('error')}"
+        case EventType.MODEL_FALLBACK:
+            return f"↪️ switched to {p.get('to')}"
+        case _:
+            return None
+
+
+async def _quietly(awaitable: Any) -> None:
+    """Progress is decoration: a failure is logged, never raised."""
+    try:
+        await awaitable
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        log.info("progress update failed: %s", exc)

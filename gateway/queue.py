@@ -1,0 +1,283 @@
+"""The durable per-conversation work queue in Redis.
+
+Per conversation: a FIFO list of work items and a lock with a lease. Ingest appends to the
+list (atomically with its dedupe marker, so a message is never both "seen" and lost) and
+wakes a worker. A worker that takes a conversation's lock handles its items in order, one
+at a time, renewing the lease while it works; it removes an item only when done, and
+releases the lock only when the list is empty, in the same atomic step. If a worker dies,
+its lease expires and the item still at the head is delivered again, to any replica.
+
+Keys (built by ``QueueKeys`` from the deployment prefix):
+``queue:{cid}`` list, ``lock:{cid}`` lease, ``steer:{cid}`` list, ``ctl:{cid}`` hash,
+``pending`` zset (conversations with work), ``wake`` list, ``dedupe:<id>``,
+``attempts`` hash.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+
+from adapters.base import InboundMessage
+from agent_core.store.keys import Keys
+from agent_core.task import TaskState
+
+WorkKind = Literal["message", "approval", "resume", "scheduled"]
+IngestResult = Literal["queued", "duplicate", "steered"]
+
+
+class WorkItem(BaseModel):
+    """One unit of work for a conversation."""
+
+    kind: WorkKind = "message"
+    inbound: InboundMessage
+    task_id: str
+    #: For "approval": the decision to apply to a paused task.
+    approval: dict[str, Any] | None = None
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    enqueued_at: float = Field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """Queue keys for one prefix."""
+
+    prefix: str
+
+    def queue(self, cid: str) -> str:
+        return f"{self.prefix}:q:{{{cid}}}:items"
+
+    def lock(self, cid: str) -> str:
+        return f"{self.prefix}:q:{{{cid}}}:lock"
+
+    def steer(self, cid: str) -> str:
+        return f"{self.prefix}:q:{{{cid}}}:steer"
+
+    def control(self, cid: str) -> str:
+        return f"{self.prefix}:q:{{{cid}}}:ctl"
+
+    def pending(self) -> str:
+        return f"{self.prefix}:q:pending"
+
+    def wake(self) -> str:
+        return f"{self.prefix}:q:wake"
+
+    def dedupe(self, key: str) -> str:
+        return f"{self.prefix}:dedupe:{key}"
+
+    def attempts(self) -> str:
+        return f"{self.prefix}:q:attempts"
+
+
+# KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks
+# ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id
+_INGEST = """
+if KEYS[1] ~= '' then
+  if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) == false then
+    return 'duplicate'
+  end
+end
+if ARGV[5] == 'steer' and redis.call('EXISTS', KEYS[6]) == 1 then
+  redis.call('RPUSH', KEYS[5], ARGV[1])
+  return 'steered'
+end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2])
+redis.call('LPUSH', KEYS[4], ARGV[2])
+if ARGV[6] ~= '' then
+  redis.call('SET', KEYS[7], ARGV[6], 'NX')
+  redis.call('SADD', KEYS[8], ARGV[7])
+end
+return 'queued'
+"""
+
+# KEYS: queue, attempts, control
+_HEAD = """
+local raw = redis.call('LINDEX', KEYS[1], 0)
+if not raw then
+  return {false, 0}
+end
+local id = cjson.decode(raw)['id']
+redis.call('DEL', KEYS[3])
+return {raw, redis.call('HINCRBY', KEYS[2], id, 1)}
+"""
+
+# KEYS: lock   ARGV: token, lease_ms
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Remove the finished head item; move leftover steer messages into the queue; release the
+# lock (and leave `pending`) only if nothing is left.
+# KEYS: lock, queue, pending, steer, attempts   ARGV: token, item_id, cid
+_COMPLETE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+local head = redis.call('LINDEX', KEYS[2], 0)
+if head and string.find(head, ARGV[2], 1, true) then
+  redis.call('LPOP', KEYS[2])
+end
+redis.call('HDEL', KEYS[5], ARGV[2])
+local steered = redis.call('LRANGE', KEYS[4], 0, -1)
+if #steered > 0 then
+  redis.call('DEL', KEYS[4])
+  redis.call('RPUSH', KEYS[2], unpack(steered))
+end
+local left = redis.call('LLEN', KEYS[2])
+if left == 0 then
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('DEL', KEYS[1])
+end
+return left
+"""
+
+# KEYS: lock   ARGV: token
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class WorkQueue:
+    """Ingest, claim, renew, complete: the queue's whole protocol."""
+
+    def __init__(self, redis: Redis, prefix: str, *, lease: float = 30.0,
+                 dedupe_ttl: int = 86400) -> None:
+        self.redis = redis
+        self.keys = QueueKeys(prefix)
+        self.store_keys = Keys(prefix)
+        self.lease_ms = int(lease * 1000)
+        self.dedupe_ttl = dedupe_ttl
+        self._ingest = redis.register_script(_INGEST)
+        self._head = redis.register_script(_HEAD)
+        self._renew = redis.register_script(_RENEW)
+        self._complete = redis.register_script(_COMPLETE)
+        self._release = redis.register_script(_RELEASE)
+
+    async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
+                     placeholder: TaskState | None = None) -> IngestResult:
+        """Queue an item unless its dedupe key was seen, with a "queued" task state so the
+        task API can answer at once; in steer mode, hand it to the running task instead
+        when the conversation is busy. One atomic step."""
+        cid = item.inbound.conversation_id
+        keys = [self.keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
+                self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),
+                self.store_keys.task(item.task_id), self.store_keys.conv_tasks(cid)]
+        result = await self._ingest(keys=keys, args=[
+            item.model_dump_json(), cid, repr(time.time()), self.dedupe_ttl, mode,
+            placeholder.model_dump_json() if placeholder else "", item.task_id])
+        return _text(result)  # type: ignore[return-value]
+
+    async def seen(self, dedupe_key: str) -> bool:
+        """Mark a key as seen; False if it already was (for events that queue nothing)."""
+        return bool(await self.redis.set(self.keys.dedupe(dedupe_key), "1", nx=True,
+                                         ex=self.dedupe_ttl))
+
+    async def wait_for_work(self, wait: float, batch: int = 100) -> list[str]:
+        """Conversations someone woke (waiting up to ``wait`` seconds for the first), in
+        wake order, without duplicates."""
+        found: Any = await self.redis.blmpop(wait, 1, self.keys.wake(), direction="LEFT",
+                                             count=batch)
+        if not found:
+            return []
+        return list(dict.fromkeys(_text(c) for c in found[1]))
+
+    async def stale_candidates(self, limit: int = 200) -> list[str]:
+        """Conversations with queued work, oldest first (for missed wakes and dead workers)."""
+        return [_text(c) for c in await self.redis.zrange(self.keys.pending(), 0, limit - 1)]
+
+    async def claim(self, cids: list[str]) -> dict[str, str]:
+        """Take the locks of those conversations that are free (one round trip); returns
+        {conversation: lease token} for the ones taken."""
+        if not cids:
+            return {}
+        tokens = [uuid.uuid4().hex for _ in cids]
+        pipe = self.redis.pipeline(transaction=False)
+        for cid, token in zip(cids, tokens, strict=True):
+            pipe.set(self.keys.lock(cid), token, nx=True, px=self.lease_ms)
+        results = await pipe.execute()
+        return {cid: token for cid, token, ok in zip(cids, tokens, results, strict=True) if ok}
+
+    async def renew(self, cid: str, token: str) -> bool:
+        """Extend the lease; False if it was lost (expired and taken by someone else)."""
+        return bool(await self._renew(keys=[self.keys.lock(cid)], args=[token, self.lease_ms]))
+
+    async def head(self, cid: str) -> tuple[WorkItem, int] | None:
+        """The item at the head of the queue and how many times it was started; flags left
+        by an earlier task are cleared (one round trip)."""
+        raw, attempts = await self._head(keys=[self.keys.queue(cid), self.keys.attempts(),
+                                               self.keys.control(cid)])
+        if raw is None:
+            return None
+        return WorkItem.model_validate_json(raw), int(attempts)
+
+    async def complete(self, cid: str, token: str, item_id: str) -> int:
+        """Remove a finished head item. Returns items left (0: lock released; -1: the
+        lease was lost)."""
+        keys = [self.keys.lock(cid), self.keys.queue(cid), self.keys.pending(),
+                self.keys.steer(cid), self.keys.attempts()]
+        return int(await self._complete(keys=keys, args=[token, item_id, cid]))
+
+    async def wake(self, cid: str) -> None:
+        """Ask a worker (of any replica) to look at a conversation."""
+        await self.redis.lpush(self.keys.wake(), cid)
+
+    async def release(self, cid: str, token: str) -> None:
+        """Give the lock back without completing (shutdown); the item stays queued."""
+        await self._release(keys=[self.keys.lock(cid)], args=[token])
+        await self.redis.lpush(self.keys.wake(), cid)
+
+    async def take_steering(self, cid: str) -> list[WorkItem]:
+        """Messages steered into the running task since the last call."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.lrange(self.keys.steer(cid), 0, -1)
+        pipe.delete(self.keys.steer(cid))
+        raw, _ = await pipe.execute()
+        return [WorkItem.model_validate_json(r) for r in raw]
+
+    async def length(self, cid: str) -> int:
+        """Items waiting for a conversation (the running one included)."""
+        return int(await self.redis.llen(self.keys.queue(cid)))
+
+    async def is_busy(self, cid: str) -> bool:
+        """Whether a worker holds the conversation now."""
+        return bool(await self.redis.exists(self.keys.lock(cid)))
+
+    # --- control flags for a running task (interrupt, stop) --------------------------------
+    async def signal(self, cid: str, flag: Literal["interrupt", "stop"],
+                     task_id: str = "*") -> None:
+        """Ask the conversation's running task (or only task ``task_id``) to interrupt or
+        stop."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(self.keys.control(cid), flag, task_id)
+        pipe.expire(self.keys.control(cid), 3600)
+        await pipe.execute()
+
+    async def flags(self, cid: str, task_id: str) -> set[str]:
+        """Flags that apply to the conversation's running task ``task_id``."""
+        found = await self.redis.hgetall(self.keys.control(cid))
+        return {_text(k) for k, v in found.items() if _text(v) in ("*", task_id)}
+
+    async def clear_flags(self, cid: str) -> None:
+        """Forget flags (a new task starts)."""
+        await self.redis.delete(self.keys.control(cid))
+
+    async def waiting(self) -> int:
+        """Conversations with queued work (for /readyz and metrics)."""
+        return int(await self.redis.zcard(self.keys.pending()))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+

@@ -1,0 +1,108 @@
+"""Router: the one path every inbound message takes, whatever the channel.
+
+dedupe (the platform's delivery id) → access policy → chat commands → durable queue (before
+the platform is acknowledged) → a worker. Replies to refused users and to commands go out
+at once; everything else is answered by the worker that runs the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from adapters.base import InboundMessage, OutboundMessage
+from agent_core import Settings, TaskState
+from agent_core.store.keys import check_conversation_id
+from agent_core.store.redis import RedisConversationStore
+
+from .access import AccessPolicy
+from .commands import Commands
+from .delivery import Deliverer
+from .queue import WorkItem, WorkQueue
+
+log = logging.getLogger(__name__)
+
+Status = Literal["queued", "steered", "duplicate", "refused", "ignored", "command"]
+
+REFUSAL = ("Sorry, I can't help you here: you are not on this bot's access list. "
+           "Ask an administrator if you think you should be.")
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What happened to an inbound message."""
+
+    status: Status
+    task_id: str | None = None
+    reason: str = ""
+    #: The reply already sent (commands, refusals).
+    reply: str = ""
+
+
+class Router:
+    """Ingests normalised messages from every adapter."""
+
+    def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
+                 policy: AccessPolicy, deliverer: Deliverer, commands: Commands,
+                 settings: Settings) -> None:
+        self.queue = queue
+        self.store = store
+        self.policy = policy
+        self.deliverer = deliverer
+        self.commands = commands
+        self.settings = settings
+
+    async def ingest(self, msg: InboundMessage, *, dedupe_key: str | None = None,
+                     task_id: str | None = None) -> Routed:
+        """Route one message; returns once it is durably queued (or answered)."""
+        check_conversation_id(msg.conversation_id)
+        decision = self.policy.check(msg)
+        if decision.verdict == "ignore":
+            log.debug("ignored message in %s: %s", msg.conversation_id, decision.reason)
+            return Routed("ignored", reason=decision.reason)
+        if decision.verdict == "refuse":
+            if dedupe_key is None or await self.queue.seen(dedupe_key):
+                await self._refuse_once(msg)
+            return Routed("refused", reason=decision.reason)
+
+        command = self.commands.parse(msg.text)
+        if command is not None:
+            if dedupe_key is not None and not await self.queue.seen(dedupe_key):
+                return Routed("duplicate")
+            text = await self.commands.run(command, msg)
+            await self.deliverer.deliver(OutboundMessage(
+                channel=msg.channel, conversation_id=msg.conversation_id,
+                reply_target=msg.reply_target, text=text, kind="notice"))
+            return Routed("command", reason=command, reply=text)
+
+        task_id = task_id or uuid.uuid4().hex
+        item = WorkItem(inbound=msg, task_id=task_id)
+        placeholder = TaskState(
+            task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
+            user_id=msg.user_id, role="", permissions=[], instruction=msg.text,
+            status="queued", extra={"channel": msg.channel})
+        mode = self.settings.hermes_busy_mode
+        status = await self.queue.ingest(item, dedupe_key=dedupe_key, mode=mode,
+                                         placeholder=placeholder)
+        if status == "duplicate":
+            return Routed("duplicate")
+        if status == "queued" and mode == "interrupt" and \
+                await self.queue.is_busy(msg.conversation_id):
+            await self.queue.signal(msg.conversation_id, "interrupt")
+        return Routed(status, task_id)
+
+    async def enqueue_approval(self, msg: InboundMessage, task_id: str,
+                               decision: dict[str, object]) -> None:
+        """Queue a human's decision on a paused task behind the conversation's other work."""
+        item = WorkItem(kind="approval", inbound=msg, task_id=task_id,
+                        approval=dict(decision))
+        await self.queue.ingest(item, dedupe_key=None)
+
+    async def _refuse_once(self, msg: InboundMessage) -> None:
+        # One polite refusal per user and channel a day; then silence.
+        if await self.queue.seen(f"refused:{msg.channel}:{msg.user_id}"):
+            await self.deliverer.deliver(OutboundMessage(
+                channel=msg.channel, conversation_id=msg.conversation_id,
+                reply_target=msg.reply_target, text=REFUSAL, kind="notice"))

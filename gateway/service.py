@@ -1,0 +1,189 @@
+"""Gateway: every component of a running service, started and stopped in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from adapters.base import Channel
+from adapters.pacing import Pacer
+from adapters.slack import SlackChannel
+from adapters.telegram import TelegramChannel
+from adapters.webchat import PullChannel
+from adapters.webhook import WebhookChannel
+from agent_core import ConfigError, Settings
+from agent_core.models import ModelAdapter
+from agent_core.redaction import register as register_secrets
+from agent_core.store.factory import OpenStore, open_store
+
+from .access import AccessPolicy
+from .commands import Commands
+from .delivery import Deliverer
+from .eventlog import EventLog
+from .leader import Leadership
+from .progress import ProgressRelay
+from .queue import WorkQueue
+from .router import Router
+from .runtime import Runtime, UnconfiguredModel, build_runtime
+from .worker import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+class Gateway:
+    """Store, runtime, queue, router, channels and workers of one gateway process."""
+
+    def __init__(self, settings: Settings, *, model: ModelAdapter | None = None) -> None:
+        self.settings = settings
+        self._model_override = model
+        self.opened: OpenStore | None = None
+        self.runtime: Runtime | None = None
+        self.queue: WorkQueue | None = None
+        self.router: Router | None = None
+        self.workers: WorkerPool | None = None
+        self.eventlog: EventLog | None = None
+        self.channels: dict[str, Channel] = {}
+        self.slack: SlackChannel | None = None
+        self.telegram: TelegramChannel | None = None
+        self.webhook: WebhookChannel | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self._leaders: list[Leadership] = []
+
+    @property
+    def model_ready(self) -> bool:
+        """Whether a model is configured (otherwise chats get the set-up instructions)."""
+        return self._model_override is not None or self.settings.model_configured
+
+    async def start(self) -> None:
+        """Open the store and start every component."""
+        settings = self.settings
+        register_secrets(settings.secret_values())
+        self.opened = await open_store(settings)
+        store = self.opened.store
+        model = self._model_override or (None if settings.model_configured
+                                         else UnconfiguredModel())
+        self.runtime = runtime = build_runtime(settings, store=store, model=model)
+        self.queue = queue = WorkQueue(store.redis, settings.redis_prefix,
+                                       lease=settings.hermes_lease_seconds)
+        self.eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention)
+        self.eventlog.start()
+        runtime.bus.subscribe(self.eventlog)
+        progress = ProgressRelay()
+        runtime.bus.subscribe(progress)
+
+        self.channels = {"api": PullChannel("api"), "webchat": PullChannel("webchat")}
+        deliverer = Deliverer(self.channels, store.redis, settings.redis_prefix)
+        commands = Commands(queue=queue, store=store, model_status=self._model_status)
+        self.router = router = Router(queue=queue, store=store,
+                                      policy=AccessPolicy.from_settings(settings),
+                                      deliverer=deliverer, commands=commands, settings=settings)
+        self._build_channels(router)
+        for channel in list(self.channels.values()):
+            await channel.start()
+        self.workers = WorkerPool(queue=queue, runtime=runtime, channels=self.channels,
+                                  deliverer=deliverer, progress=progress, settings=settings,
+                                  model_ready=self.model_ready)
+        await self.workers.start()
+        self._start_telegram_leadership()
+        if settings.conversation_ttl > 0:
+            self._background.append(asyncio.create_task(self._sweep_idle()))
+        log.info("gateway ready: channels %s; model %s", ", ".join(sorted(self.channels)),
+                 self._model_status())
+
+    def _build_channels(self, router: Router) -> None:
+        settings = self.settings
+        pacer = Pacer()
+        if settings.hermes_webhook_secrets:
+            self.webhook = WebhookChannel(
+                {k: v.get_secret_value() for k, v in settings.hermes_webhook_secrets.items()},
+                ingest=router.ingest, callback_hosts=settings.hermes_webhook_callback_hosts)
+            self.channels["webhook"] = self.webhook
+        if settings.slack_enabled:
+            assert settings.slack_bot_token is not None
+            self.slack = SlackChannel(
+                bot_token=settings.slack_bot_token.get_secret_value(),
+                signing_secret=_secret(settings.slack_signing_secret),
+                app_token=_secret(settings.slack_app_token), api_url=settings.slack_api_url,
+                ingest=router.ingest, progress=settings.slack_progress, pacer=pacer)
+            self.channels["slack"] = self.slack
+        if settings.telegram_enabled:
+            assert settings.telegram_bot_token is not None
+            self.telegram = TelegramChannel(
+                token=settings.telegram_bot_token.get_secret_value(),
+                webhook_secret=_secret(settings.telegram_webhook_secret),
+                api_url=settings.telegram_api_url, ingest=router.ingest, pacer=pacer)
+            self.channels["telegram"] = self.telegram
+
+    def _start_telegram_leadership(self) -> None:
+        telegram = self.telegram
+        if telegram is None or self.opened is None:
+            return
+        settings = self.settings
+        mode = settings.telegram_mode
+        if mode == "auto":
+            mode = "webhook" if settings.telegram_webhook_secret and settings.hermes_public_url \
+                else "polling"
+        if mode == "webhook" and not settings.hermes_public_url:
+            raise ConfigError("TELEGRAM_MODE=webhook needs HERMES_PUBLIC_URL (where Telegram "
+                              "can reach /telegram/webhook) and TELEGRAM_WEBHOOK_SECRET")
+        url = f"{(settings.hermes_public_url or '').rstrip('/')}/telegram/webhook"
+
+        async def elected() -> None:
+            if mode == "webhook":
+                await telegram.set_webhook(url)
+            else:
+                await telegram.start_polling()
+
+        leader = Leadership(self.opened.store.redis, f"{settings.redis_prefix}:leader:telegram",
+                            on_elected=elected, on_lost=telegram.stop_polling)
+        self._leaders.append(leader)
+        leader.start()
+
+    async def stop(self) -> None:
+        """Stop taking work, finish or hand back running tasks, close everything."""
+        for task in self._background:
+            task.cancel()
+        for leader in self._leaders:
+            await leader.stop()
+        if self.workers is not None:
+            await self.workers.stop()
+        for channel in self.channels.values():
+            with contextlib.suppress(Exception):
+                await channel.stop()
+        if self.eventlog is not None:
+            await self.eventlog.stop()
+        if self.runtime is not None:
+            with contextlib.suppress(Exception):
+                await self.runtime.bus.drain()
+                await self.runtime.model.aclose()
+        if self.opened is not None:
+            await self.opened.close()
+
+    def _model_status(self) -> str:
+        if not self.model_ready:
+            return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
+        return self.runtime.model.name if self.runtime else "configured"
+
+    async def _sweep_idle(self) -> None:
+        assert self.opened is not None
+        while True:
+            await asyncio.sleep(min(3600.0, max(10.0, self.settings.conversation_ttl / 10)))
+            try:
+                await self.opened.store.sweep_idle(self.settings.conversation_ttl)
+            except Exception as exc:
+                log.warning("idle sweep failed: %s", exc)
+
+    async def health(self) -> dict[str, Any]:
+        """What /readyz reports."""
+        assert self.opened is not None and self.queue is not None and self.workers is not None
+        await self.opened.store.ping()
+        return {"status": "ready", "store": self.opened.location,
+                "channels": sorted(self.channels), "model": self._model_status(),
+                "conversations_waiting": await self.queue.waiting(),
+                "active_here": self.workers.active}
+
+
+def _secret(value: Any) -> str | None:
+    return value.get_secret_value() if value is not None else None

@@ -1,0 +1,211 @@
+"""The HTTP API of a running gateway: runs, tasks, SSE, auth, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from typing import Any
+
+import pytest
+
+from agent_core.models.replay import Reply
+from gateway.cli import main
+from tests.integration.conftest import GatewayFactory, answer_echo
+
+
+async def sse_events(client: Any, path: str, headers: dict[str, str] | None = None
+                     ) -> list[dict[str, Any]]:
+    response = await client.get(path, headers=headers or {})
+    assert response.status == 200 and response.headers["Content-Type"] == "text/event-stream"
+    body = (await response.read()).decode()
+    events = []
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "data" in fields:
+            events.append({**json.loads(fields["data"]), "sse_id": fields["id"],
+                           "sse_event": fields["event"]})
+    return events
+
+
+async def test_run_answers_with_text_and_report_and_the_task_can_be_read(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.add(Reply.call("calc_growth_rate", {"current": 120, "previous": 100}),
+                Reply("Growth is 20%.", prompt_tokens=50, completion_tokens=6))
+    response = await h.client.post("/agent/run", json={"text": "growth 100 to 120?",
+                                                        "conversation_id": "c1"})
+    assert response.status == 200
+    body = await response.json()
+    assert body["status"] == "answered" and body["text"] == "Growth is 20%."
+    assert body["conversation_id"] == "api:c1"
+    assert body["report"]["tools"]["calc_growth_rate"]["calls"] == 1
+    assert body["report"]["completion_tokens"] == 16
+    again = await h.task(body["task_id"])
+    assert again["text"] == "Growth is 20%." and again["status"] == "answered"
+
+
+async def test_sse_replays_then_ends_and_resumes_from_last_event_id(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.add(Reply.call("calc_growth_rate", {"current": 2, "previous": 1}), Reply("Doubled."))
+    task_id = (await (await h.client.post("/agent/run", json={"text": "x"})).json())["task_id"]
+    events = await sse_events(h.client, f"/agent/tasks/{task_id}/events")
+    types = [e["type"] for e in events]
+    assert types[0] == "AGENT_STARTED" and types[-1] == "AGENT_FINISHED"
+    assert "TOOL_FINISHED" in types and all(e["task_id"] == task_id for e in events)
+    assert [e["sse_event"] for e in events] == types
+    middle = events[2]["sse_id"]
+    later = await sse_events(h.client, f"/agent/tasks/{task_id}/events",
+                             {"Last-Event-ID": middle})
+    assert [e["sse_id"] for e in later] == [e["sse_id"] for e in events[3:]]
+
+
+async def test_sse_streams_live_events_of_a_running_task(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.add(Reply("slow answer", delay=0.5))
+    accepted = await h.client.post("/agent/run-async", json={"text": "take your time"})
+    assert accepted.status == 202
+    task_id = (await accepted.json())["task_id"]
+    events = await sse_events(h.client, f"/agent/tasks/{task_id}/events")
+    assert events[-1]["payload"]["text"] == "slow answer"
+
+
+async def test_run_async_then_poll(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.responder = answer_echo
+    accepted = await h.client.post("/agent/run-async", json={"text": "ping"})
+    body = await accepted.json()
+    assert body["status"] == "queued" and body["status_url"].endswith(body["task_id"])
+    done = await h.wait_task(body["task_id"], "answered")
+    assert done["text"] == "answer to: ping"
+
+
+async def test_without_a_model_the_first_reply_says_what_to_set(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(model=False)
+    body = await (await h.client.post("/agent/run", json={"text": "hello"})).json()
+    for name in ("LLM_PROVIDER", "LLM_MODEL_NAME", "LLM_API_KEY", "hermes-gateway demo"):
+        assert name in body["text"]
+    page = await h.client.get("/")
+    assert page.status == 200 and "EventSource" in await page.text()
+
+
+async def test_conversation_memory_spans_requests_and_can_be_forgotten(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.responder = answer_echo
+    for text in ("first", "second"):
+        await h.client.post("/agent/run", json={"text": text, "conversation_id": "mem"})
+    sent = h.model.requests[-1][1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["first", "second"]
+    gone = await h.client.delete("/agent/conversations/api:mem")
+    assert gone.status == 200 and (await gone.json())["deleted_keys"] > 0
+    await h.client.post("/agent/run", json={"text": "third", "conversation_id": "mem"})
+    sent = h.model.requests[-1][1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["third"]
+
+
+async def test_commands_through_the_api(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    body = await (await h.client.post("/agent/run", json={"text": "/status",
+                                                           "conversation_id": "cmd"})).json()
+    assert body["status"] == "command" and "idle" in body["text"]
+    help_text = await (await h.client.post("/agent/run", json={"text": "/help"})).json()
+    assert "/stop" in help_text["text"] and h.model.requests == []
+
+
+async def test_cancel_stops_a_running_task(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.add(Reply("too late", delay=5))
+    task_id = (await (await h.client.post("/agent/run-async", json={"text": "x"})).json())[
+        "task_id"]
+    await h.wait_task(task_id, "running")
+    response = await h.client.post(f"/agent/tasks/{task_id}/cancel")
+    assert response.status == 202
+    view = await h.wait_task(task_id, "cancelled", timeout=10)
+    assert view["text"] == "Stopped."
+    again = await h.client.post(f"/agent/tasks/{task_id}/cancel")
+    assert again.status == 409
+
+
+async def test_api_keys_are_required_when_configured(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(hermes_api_keys=["key-one-abcdefgh", "key-two-abcdefgh"])
+    h.model.responder = answer_echo
+    assert (await h.client.post("/agent/run", json={"text": "x"})).status == 401
+    wrong = await h.client.post("/agent/run", json={"text": "x"},
+                                headers={"Authorization": "Bearer nope"})
+    assert wrong.status == 401 and "WWW-Authenticate" in wrong.headers
+    ok = await h.client.post("/agent/run", json={"text": "x"},
+                             headers={"Authorization": "Bearer key-two-abcdefgh"})
+    assert ok.status == 200
+    task_id = (await ok.json())["task_id"]
+    events = await h.client.get(f"/agent/tasks/{task_id}/events?access_token=key-one-abcdefgh")
+    assert events.status == 200
+    assert (await h.client.get("/healthz")).status == 200, "health stays open"
+
+
+def test_serve_refuses_a_public_address_without_api_keys(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    assert "HERMES_API_KEYS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs", "status"), [
+    ("post", "/agent/run", {"data": "not json", "headers": {"Content-Type": "application/json"}},
+     400),
+    ("post", "/agent/run", {"data": "text=hi"}, 415),
+    ("post", "/agent/run", {"json": {}}, 400),
+    ("post", "/agent/run", {"json": {"text": ""}}, 400),
+    ("post", "/agent/run", {"json": {"text": 42}}, 400),
+    ("post", "/agent/run", {"json": {"text": "hi", "extra": 1}}, 400),
+    ("post", "/agent/run", {"json": {"text": "hi", "conversation_id": "has space"}}, 400),
+    ("post", "/agent/run", {"json": ["text"]}, 400),
+    ("post", "/agent/run-async", {"json": {"text": "x" * 20_001}}, 400),
+    ("post", "/agent/run", {"data": "BIG", "headers": {"Content-Type": "application/json"}},
+     413),
+    ("get", "/agent/tasks/does-not-exist", {}, 404),
+    ("get", "/agent/tasks/does-not-exist/events", {}, 404),
+    ("post", "/agent/tasks/does-not-exist/cancel", {}, 404),
+    ("delete", "/agent/conversations/bad%20id", {}, 400),
+    ("get", "/agent/run", {}, 405),
+    ("get", "/no/such/route", {}, 404),
+    ("post", "/slack/events", {"json": {}}, 404),
+    ("post", "/telegram/webhook", {"json": {}}, 404),
+    ("post", "/webhook/unknown", {"json": {}}, 404),
+])
+async def test_bad_requests_get_a_4xx_with_a_reason(make_gateway: GatewayFactory, method: str,
+                                                    path: str, kwargs: dict[str, Any],
+                                                    status: int) -> None:
+    h = await make_gateway()
+    if kwargs.get("data") == "BIG":
+        kwargs = {**kwargs, "data": io.BytesIO(b"x" * 2_000_000)}
+    response = await getattr(h.client, method)(path, **kwargs)
+    assert response.status == status
+    body = await response.json()
+    assert body["error"] and "Traceback" not in body["error"]
+
+
+async def test_bad_last_event_id_is_rejected(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.model.responder = answer_echo
+    task_id = (await (await h.client.post("/agent/run", json={"text": "x"})).json())["task_id"]
+    response = await h.client.get(f"/agent/tasks/{task_id}/events",
+                                  headers={"Last-Event-ID": "yesterday"})
+    assert response.status == 400
+
+
+async def test_openapi_documents_every_api_route(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    doc = await (await h.client.get("/openapi.json")).json()
+    assert doc["openapi"].startswith("3.")
+    routes = {r.resource.canonical for r in h.client.app.router.routes()  # type: ignore[union-attr]
+              if r.resource is not None and r.resource.canonical.startswith("/agent/")}
+    assert routes <= set(doc["paths"]), routes - set(doc["paths"])
+
+
+async def test_readyz_reports_the_store_and_channels(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    body = await (await h.client.get("/readyz")).json()
+    assert body["status"] == "ready" and "webhook" in body["channels"]
+    await asyncio.sleep(0)

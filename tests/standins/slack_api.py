@@ -1,0 +1,78 @@
+"""A local stand-in for the Slack Web API: records calls, answers like Slack, and can be
+told to fail a method with an HTTP status (e.g. 429 with Retry-After)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import deque
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+BOT_USER = "UBOT"
+TEAM = "T1"
+
+
+class SlackAPI:
+    """Serve with ``await start()``; point the bolt client's base_url at ``url``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.failures: dict[str, deque[tuple[int, dict[str, str]]]] = {}
+        self._ts = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def fail(self, method: str, status: int, times: int = 1,
+             headers: dict[str, str] | None = None) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``status``."""
+        self.failures.setdefault(method, deque()).extend([(status, headers or {})] * times)
+
+    def of(self, method: str) -> list[dict[str, Any]]:
+        """Recorded calls of one method."""
+        return [params for m, params in self.calls if m == method]
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/api/"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        raw = await request.text()
+        if request.content_type == "application/json":
+            params = json.loads(raw or "{}")
+        else:
+            params = dict(parse_qsl(raw))
+            for key in ("blocks", "attachments"):
+                if isinstance(params.get(key), str):
+                    params[key] = json.loads(params[key])
+        if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
+            return web.json_response({"ok": False, "error": "not_authed"})
+        queue = self.failures.get(method)
+        if queue:
+            status, headers = queue.popleft()
+            error = "ratelimited" if status == 429 else "internal_error"
+            return web.json_response({"ok": False, "error": error}, status=status,
+                                     headers=headers)
+        self.calls.append((method, params))
+        if method == "auth.test":
+            return web.json_response({"ok": True, "user_id": BOT_USER, "bot_id": "BBOT",
+                                      "team_id": TEAM, "user": "hermes", "team": "Acme"})
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
+            ts = params.get("ts") or f"{int(time.time())}.{next(self._ts):06d}"
+            return web.json_response({"ok": True, "channel": params.get("channel"), "ts": ts,
+                                      "message": {"text": params.get("text", "")}})
+        return web.json_response({"ok": True})
