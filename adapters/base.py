@@ -76,8 +76,11 @@ class Channel(abc.ABC):
     name: ChannelName
 
     @abc.abstractmethod
-    async def send(self, message: OutboundMessage) -> None:
-        """Deliver a reply; raise DeliveryError on failure."""
+    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
+        """Deliver a reply; returns where it was posted (to update it later), if anywhere.
+
+        Raises DeliveryError on failure.
+        """
 
     async def working(self, target: dict[str, Any], task_id: str) -> None:
         """Show that a task started (a reaction, a "working" message, typing)."""

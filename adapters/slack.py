@@ -154,7 +154,7 @@ class SlackChannel(Channel):
             await self.on_action(body, action)
 
     # --- outbound ------------------------------------------------------------------------
-    async def send(self, message: OutboundMessage) -> None:
+    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
         target = message.reply_target
         channel = target["channel"]
         chunks = split_text(to_mrkdwn(message.text), TEXT_LIMIT) or ["(empty answer)"]
@@ -168,18 +168,28 @@ class SlackChannel(Channel):
             from .approvals import slack_choice_blocks
 
             extra["blocks"] = slack_choice_blocks(message)
+        ref: dict[str, Any] | None = None
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
             blocks = extra if last else {}
             if i == 0 and working is not None and not blocks:
-                await self._call("chat_update", channel, channel=working[0], ts=working[1],
-                                 text=chunk)
-                continue
-            await self._call("chat_postMessage", channel, channel=channel, text=chunk,
-                             thread_ts=target.get("thread_ts"), **blocks)
+                response = await self._call("chat_update", channel, channel=working[0],
+                                            ts=working[1], text=chunk)
+            else:
+                response = await self._call("chat_postMessage", channel, channel=channel,
+                                            text=chunk, thread_ts=target.get("thread_ts"),
+                                            **blocks)
+            ref = {"channel": response["channel"], "ts": response["ts"]}
         if working is not None and extra and working[1]:
             # The answer came with buttons: the working message goes away.
             await self._quietly("chat_delete", channel=working[0], ts=working[1])
+        return ref
+
+    async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
+        """Replace a message that had buttons (an approval, a question) with plain text."""
+        await self.update(ref["channel"], ref["ts"], text,
+                          blocks=[{"type": "section", "text": {"type": "mrkdwn",
+                                                               "text": text[:2900]}}])
 
     async def post_ephemeral(self, channel: str, user: str, text: str,
                              thread_ts: str | None = None) -> None:

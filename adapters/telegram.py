@@ -198,7 +198,7 @@ class TelegramChannel(Channel):
         return addressed, " ".join(text.split())
 
     # --- outbound ------------------------------------------------------------------------
-    async def send(self, message: OutboundMessage) -> None:
+    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
         target = message.reply_target
         chunks = split_text(message.text, _SPLIT_AT) or ["(empty answer)"]
         markup = None
@@ -210,10 +210,18 @@ class TelegramChannel(Channel):
             from .approvals import telegram_choices
 
             markup = telegram_choices(message)
+        sent: Message | None = None
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
-            await self.send_text(target, chunk, reply=i == 0,
-                                 reply_markup=markup if last else None)
+            sent = await self.send_text(target, chunk, reply=i == 0,
+                                        reply_markup=markup if last else None)
+        assert sent is not None
+        return {"chat_id": target["chat_id"], "message_id": sent.message_id}
+
+    async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
+        """Replace a message that had buttons (an approval, a question) with plain text."""
+        await self.bot.edit_message_text(chat_id=ref["chat_id"], message_id=ref["message_id"],
+                                         text=text, reply_markup=None)
 
     async def send_text(self, target: dict[str, Any], markdown: str, *, reply: bool = False,
                         reply_markup: Any = None) -> Message:

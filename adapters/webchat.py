@@ -3,6 +3,8 @@ task API and its event stream, so sending is recording, not pushing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Channel, ChannelName, OutboundMessage
 
 
@@ -13,6 +15,7 @@ class PullChannel(Channel):
         self.name = name
         self.sent: int = 0
 
-    async def send(self, message: OutboundMessage) -> None:
+    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
         # The task state and its events already hold the answer for the client to read.
         self.sent += 1
+        return None

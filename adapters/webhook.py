@@ -123,11 +123,11 @@ class WebhookChannel(Channel):
                                   "conversation_id": msg.conversation_id}, status=status)
 
     # --- outbound ------------------------------------------------------------------------
-    async def send(self, message: OutboundMessage) -> None:
+    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
         url = message.reply_target.get("callback_url")
         source = str(message.reply_target.get("source", ""))
         if not url:
-            return  # the caller reads the answer from the task API
+            return None  # the caller reads the answer from the task API
         secret = self.secrets.get(source)
         if secret is None:
             raise DeliveryError(f"webhook source {source!r} is no longer configured",
@@ -149,7 +149,7 @@ class WebhookChannel(Channel):
             raise DeliveryError(f"callback to {url!r} failed: {type(exc).__name__}",
                                 retryable=True) from exc
         if status < 300:
-            return
+            return None
         retryable = status in (408, 425, 429) or status >= 500
         raise DeliveryError(f"callback to {url!r} answered HTTP {status}",
                             retryable=retryable, retry_after=retry_after)

@@ -448,19 +448,19 @@ class TaskLoop:
                     and await control.interrupted():
                 raise TaskInterrupted("interrupted at a tool boundary")
             call = state.calls()[0]
-            approved = call.id in state.approved_call_ids
+            approved_by = state.approved_calls.get(call.id)
             self._emit(run, EventType.TOOL_STARTED, {
                 "tool": call.name, "arguments": call.arguments, "call_id": call.id})
             try:
                 result = await self.executor.execute(
                     call.name, call.arguments, self._tool_context(state), call_id=call.id,
-                    failures=run.runtime.failures, approved=approved)
+                    failures=run.runtime.failures, approved_by=approved_by)
             except ApprovalRequired as signal:
                 tool = self.executor.registry.get(call.name)
                 state.approval = PendingApproval(
                     call_id=call.id, tool_name=call.name, arguments=call.arguments,
                     reason=signal.reason, side_effect=tool.side_effect if tool else "write",
-                    tags=sorted(tool.tags) if tool else [])
+                    tags=sorted(tool.tags) if tool else [], requester=state.user_id)
                 self._emit(run, EventType.HUMAN_CONFIRM_REQUIRED, state.approval.model_dump())
                 return "awaiting_approval", (
                     f"Waiting for approval to run {call.name} "
@@ -497,8 +497,7 @@ class TaskLoop:
                 content, self.config.max_observation_tokens)
         remaining = run.state.calls()[1:]
         run.state.set_calls(remaining)
-        if call.id in run.state.approved_call_ids:
-            run.state.approved_call_ids.remove(call.id)
+        run.state.approved_calls.pop(call.id, None)
         await self._append(run, [message])
 
     def _apply_approval(self, run: _Run, approval: Approval) -> list[Message]:
@@ -511,7 +510,7 @@ class TaskLoop:
             if approval.arguments is not None:
                 call.arguments = approval.arguments
                 state.set_calls([call, *state.calls()[1:]])
-            state.approved_call_ids.append(call.id)
+            state.approved_calls[call.id] = approval.by
             return []
         state.set_calls(state.calls()[1:])
         note = f": {approval.note}" if approval.note else ""
@@ -586,7 +585,7 @@ class TaskLoop:
                            content=json.dumps({"error": "interrupted", "message": error}))
                    for c in state.calls()]
         state.set_calls([])
-        state.approved_call_ids = []
+        state.approved_calls = {}
         try:
             if closing:
                 await self._append(run, closing)

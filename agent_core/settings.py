@@ -70,6 +70,16 @@ class ModelSpec(BaseModel):
         return (self.base_url or DEFAULT_BASE_URLS[self.provider]).rstrip("/")
 
 
+class ApproverRule(BaseModel):
+    """Who may decide an approval of one tool."""
+
+    requester: bool = True
+    roles: list[str] = Field(default_factory=lambda: ["admin"])
+    groups: list[str] = Field(default_factory=list)
+    #: False: the person who asked may not approve their own request (they may reject it).
+    self_approval: bool = True
+
+
 class Settings(BaseSettings):
     """Every setting of hermes-gateway. Names are the environment variable names."""
 
@@ -107,7 +117,8 @@ class Settings(BaseSettings):
 
     # --- tools -------------------------------------------------------------------------
     hermes_tools: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: ["tools.sales", "tools.recall"],
+        default_factory=lambda: ["tools.sales", "tools.recall", "tools.files",
+                                 "tools.http_fetch"],
         description="modules whose @tool functions are enabled",
     )
     tool_timeout: float = Field(30.0, gt=0)
@@ -153,6 +164,28 @@ class Settings(BaseSettings):
     hermes_allowed_spaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
     hermes_allowed_rooms: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
+    # --- roles, approvals, audit --------------------------------------------------------
+    hermes_roles: dict[str, list[str]] = Field(
+        default_factory=lambda: {"admin": ["api:*", "webchat:*"]},
+        description="role -> identity patterns (channel:user, * wildcards)")
+    hermes_default_role: str = "user"
+    hermes_role_permissions: dict[str, list[str]] = Field(
+        default_factory=lambda: {"viewer": ["read"], "user": ["read", "write"],
+                                 "admin": ["*"]})
+    hermes_groups: dict[str, list[str]] = Field(default_factory=dict)
+    hermes_approvers: dict[str, ApproverRule] = Field(
+        default_factory=dict, description="tool name (or *) -> who may approve")
+    hermes_writes_need_approval: bool = True
+    hermes_approval_ttl: float = Field(900.0, gt=0)
+    hermes_audit_file: Path | None = None
+
+    # --- sandboxes and guarded tools --------------------------------------------------
+    hermes_sandbox_max_file_bytes: int = Field(1024 * 1024, ge=1)
+    hermes_sandbox_max_bytes: int = Field(10 * 1024 * 1024, ge=1)
+    hermes_fetch_allow_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    hermes_fetch_max_bytes: int = Field(1_000_000, ge=1)
+    hermes_fetch_timeout: float = Field(10.0, gt=0)
+
     # --- Slack -------------------------------------------------------------------------
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
@@ -181,7 +214,7 @@ class Settings(BaseSettings):
 
     @field_validator("hermes_api_keys", "hermes_allowed_users", "hermes_allowed_spaces",
                      "hermes_allowed_rooms", "hermes_webhook_callback_hosts", "hermes_tools",
-                     mode="before")
+                     "hermes_fetch_allow_hosts", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         # Accept "a,b" as well as the JSON list '["a", "b"]'.
@@ -216,6 +249,30 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, dotenv_settings, _YamlSource(settings_cls))
 
     # --- derived -----------------------------------------------------------------------
+    def role_of(self, identity: str) -> str:
+        """The role of ``channel:user`` (the first role with a matching pattern)."""
+        from fnmatch import fnmatchcase
+
+        for role, patterns in self.hermes_roles.items():
+            if any(fnmatchcase(identity, p) for p in patterns):
+                return role
+        return self.hermes_default_role
+
+    def permissions_of(self, role: str) -> frozenset[str]:
+        """The permissions a role grants (none for an unknown role)."""
+        return frozenset(self.hermes_role_permissions.get(role, ()))
+
+    def tool_extra(self) -> dict[str, Any]:
+        """Deployment limits every tool call carries in ctx.extra."""
+        return {
+            "data_dir": str(self.hermes_data_dir),
+            "sandbox": {"max_file_bytes": self.hermes_sandbox_max_file_bytes,
+                        "max_total_bytes": self.hermes_sandbox_max_bytes},
+            "fetch": {"allow_hosts": self.hermes_fetch_allow_hosts,
+                      "max_bytes": self.hermes_fetch_max_bytes,
+                      "timeout": self.hermes_fetch_timeout},
+        }
+
     @property
     def slack_enabled(self) -> bool:
         """Slack needs a bot token plus a signing secret (HTTP) or an app token (sockets)."""

@@ -55,12 +55,15 @@ class TaskRequest:
 class PendingApproval(BaseModel):
     """A tool call waiting for a human decision."""
 
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
     call_id: str
     tool_name: str
     arguments: dict[str, Any]
     reason: str
     side_effect: str = "write"
     tags: list[str] = Field(default_factory=list)
+    requester: str = ""
+    requested_at: float = Field(default_factory=time.time)
 
 
 class Question(BaseModel):
@@ -86,7 +89,8 @@ class TaskState(BaseModel):
     round: int = 0
     invalid_streak: int = 0
     pending_calls: list[dict[str, Any]] = Field(default_factory=list)
-    approved_call_ids: list[str] = Field(default_factory=list)
+    #: Calls a human approved: call id -> who approved.
+    approved_calls: dict[str, str] = Field(default_factory=dict)
     approval: PendingApproval | None = None
     question: Question | None = None
     answer: str | None = None

@@ -4,6 +4,7 @@ conversations. Every route answers JSON; bad input gets a 4xx with a reason."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import time
@@ -17,6 +18,7 @@ from adapters.base import InboundMessage
 from agent_core import TaskState
 from agent_core.store.keys import CONVERSATION_ID
 
+from .approvals import approval_signature
 from .openapi import spec
 from .service import Gateway
 
@@ -38,6 +40,18 @@ class RunRequest(BaseModel):
     user_id: str | None = Field(None, min_length=1, max_length=200)
 
 
+class ApprovalRequest(BaseModel):
+    """Body of POST /agent/approvals/{id}."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool
+    note: str = Field("", max_length=500)
+    #: Edit-before-approve: replaces the tool call's arguments.
+    arguments: dict[str, Any] | None = None
+    user_id: str | None = Field(None, min_length=1, max_length=200)
+
+
 def setup(app: web.Application) -> None:
     """Register the API routes."""
     app.router.add_post("/agent/run", run_sync)
@@ -47,6 +61,11 @@ def setup(app: web.Application) -> None:
     app.router.add_post("/agent/tasks/{task_id}/cancel", cancel_task)
     app.router.add_delete("/agent/conversations/{conversation_id}", forget_conversation)
     app.router.add_post("/agent/conversations/{conversation_id}/reset", reset_conversation)
+    app.router.add_post("/agent/approvals/{approval_id}", decide_approval)
+    app.router.add_get("/agent/approvals/{approval_id}", get_approval)
+    app.router.add_get("/agent/audit", audit_log)
+    app.router.add_route("*", "/webhook/{source}/approvals/{approval_id}/{decision}",
+                         webhook_approval)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -68,8 +87,8 @@ async def parse(request: web.Request, model: type[BaseModel]) -> Any:
 
 
 def _bad(status: int, reason: str) -> web.HTTPException:
-    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
-           415: web.HTTPUnsupportedMediaType}[status]
+    cls = {400: web.HTTPBadRequest, 403: web.HTTPForbidden, 404: web.HTTPNotFound,
+           409: web.HTTPConflict, 415: web.HTTPUnsupportedMediaType}[status]
     return cls(text=json.dumps({"error": reason}), content_type="application/json")
 
 
@@ -244,6 +263,104 @@ async def reset_conversation(request: web.Request) -> web.Response:
     assert gateway.opened is not None
     await gateway.opened.store.reset(cid)
     return web.json_response({"conversation_id": cid, "reset": True})
+
+
+def _caller(request: web.Request, user_id: str | None = None) -> str:
+    """The identity of an API or web chat caller (channel:user)."""
+    channel = "webchat" if request.headers.get("X-Hermes-Client") == "webchat" else "api"
+    user = user_id or request.headers.get("X-Hermes-User") or f"{channel}-user"
+    return f"{channel}:{user}"
+
+
+_DECISION_STATUS = {"decided": 200, "forbidden": 403, "unknown": 404, "already": 409,
+                    "expired": 409}
+
+
+async def decide_approval(request: web.Request) -> web.Response:
+    """Approve or reject a paused tool call (optionally with edited arguments)."""
+    gateway = request.app[GATEWAY]
+    body = await parse(request, ApprovalRequest)
+    actor = _caller(request, body.user_id)
+    assert gateway.approvals is not None
+    decision = await gateway.approvals.decide(
+        request.match_info["approval_id"], approved=body.approved, actor=actor,
+        actor_name=actor, note=body.note, arguments=body.arguments)
+    payload = {"outcome": decision.outcome, "status": decision.status,
+               "decided_by": decision.by_name or decision.by, "message": decision.message}
+    if decision.outcome != "decided":
+        payload["error"] = decision.message
+    return web.json_response(payload, status=_DECISION_STATUS[decision.outcome])
+
+
+async def get_approval(request: web.Request) -> web.Response:
+    """A pending or decided approval."""
+    gateway = request.app[GATEWAY]
+    assert gateway.approvals is not None
+    record = await gateway.approvals.get(request.match_info["approval_id"])
+    if record is None:
+        raise _bad(404, "no such approval")
+    keep = ("id", "status", "task_id", "conversation_id", "tool", "reason", "requester",
+            "created_at", "expires_at", "decided_by", "decided_at", "note")
+    view: dict[str, Any] = {k: record.get(k) for k in keep}
+    view["arguments"] = json.loads(record["arguments"])
+    return web.json_response(view)
+
+
+async def audit_log(request: web.Request) -> web.Response:
+    """The audit log, newest first (admins only)."""
+    gateway = request.app[GATEWAY]
+    caller = _caller(request)
+    if gateway.settings.role_of(caller) != "admin":
+        raise web.HTTPForbidden(text=json.dumps({"error": f"{caller} is not an admin"}),
+                                content_type="application/json")
+    q = request.query
+    try:
+        since = float(q["since"]) if "since" in q else None
+        until = float(q["until"]) if "until" in q else None
+        limit = min(1000, max(1, int(q.get("limit", "100"))))
+    except ValueError:
+        raise _bad(400, "since and until are unix seconds; limit is a number") from None
+    assert gateway.audit is not None
+    entries = await gateway.audit.query(
+        conversation_id=q.get("conversation_id"), user=q.get("user"), tool=q.get("tool"),
+        since=since, until=until, limit=limit)
+    return web.json_response({"entries": entries, "count": len(entries)})
+
+
+async def webhook_approval(request: web.Request) -> web.Response:
+    """A signed approve/reject link sent with a webhook callback."""
+    gateway = request.app[GATEWAY]
+    source = request.match_info["source"]
+    approval_id = request.match_info["approval_id"]
+    decision = request.match_info["decision"]
+    if request.method not in ("GET", "POST"):
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+    if decision not in ("approve", "reject"):
+        raise _bad(404, "the decision must be approve or reject")
+    secret = gateway.settings.hermes_webhook_secrets.get(source)
+    exp = request.query.get("exp", "")
+    sig = request.query.get("sig", "")
+    if secret is None:
+        raise _bad(404, f"unknown webhook source {source!r}")
+    expected = approval_signature(secret.get_secret_value(), approval_id, decision, exp)
+    if not exp.isdigit() or not hmac.compare_digest(expected, sig):
+        raise web.HTTPUnauthorized(text=json.dumps({"error": "bad or missing signature"}),
+                                   content_type="application/json")
+    if int(exp) < time.time():
+        raise web.HTTPGone(text=json.dumps({"error": "this link has expired"}),
+                           content_type="application/json")
+    assert gateway.approvals is not None
+    record = await gateway.approvals.get(approval_id)
+    if record is None:
+        raise _bad(404, "no such approval")
+    # The source signed this link for its user: decide as the person who asked.
+    result = await gateway.approvals.decide(
+        approval_id, approved=decision == "approve", actor=record["requester"],
+        actor_name=record["requester_name"])
+    payload = {"outcome": result.outcome, "status": result.status, "message": result.message}
+    if result.outcome != "decided":
+        payload["error"] = result.message
+    return web.json_response(payload, status=_DECISION_STATUS[result.outcome])
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -8,6 +8,8 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -16,6 +18,13 @@ from adapters.base import Channel, DeliveryError, OutboundMessage
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A delivered reply and, when the channel says, where it was posted."""
+
+    ref: dict[str, Any] | None = None
 
 
 class Deliverer:
@@ -31,23 +40,22 @@ class Deliverer:
         self.base_delay = base_delay
         self._sleep = sleep
 
-    async def deliver(self, message: OutboundMessage) -> bool:
-        """True once delivered; False if it was dead-lettered."""
+    async def deliver(self, message: OutboundMessage) -> Sent | None:
+        """Sent once delivered (with where, if the channel says); None if dead-lettered."""
         channel = self.channels.get(message.channel)
         if channel is None:
             await self._dead(message, f"channel {message.channel!r} is not enabled")
-            return False
+            return None
         deadline = time.monotonic() + self.max_seconds
         attempt = 0
         while True:
             attempt += 1
             try:
-                await channel.send(message)
-                return True
+                return Sent(await channel.send(message))
             except DeliveryError as exc:
                 if not exc.retryable or time.monotonic() >= deadline:
                     await self._dead(message, str(exc))
-                    return False
+                    return None
                 delay = exc.retry_after if exc.retry_after is not None else min(
                     60.0, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
                 log.warning("delivery to %s failed (%s); retry %d in %.1fs", message.channel,
@@ -55,7 +63,7 @@ class Deliverer:
             except Exception as exc:  # a bug in an adapter: dead-letter, never loop forever
                 log.exception("delivery through %s crashed", message.channel)
                 await self._dead(message, f"{type(exc).__name__}: {exc}")
-                return False
+                return None
             await self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
 
     async def _dead(self, message: OutboundMessage, reason: str) -> None:

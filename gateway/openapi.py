@@ -92,6 +92,33 @@ def spec() -> dict[str, Any]:
                 "summary": "Start a fresh session (the archive stays)", "parameters": [cid],
                 "responses": {"200": _json({"type": "object"}, "reset"),
                               **_errors(400, 401)}}},
+            "/agent/approvals/{approval_id}": {
+                "get": {"summary": "A pending or decided approval",
+                        "parameters": [{"name": "approval_id", "in": "path", "required": True,
+                                        "schema": {"type": "string"}}],
+                        "responses": {"200": _json({"type": "object"}, "the approval"),
+                                      **_errors(401, 404)}},
+                "post": {"summary": "Approve or reject a paused tool call",
+                         "parameters": [{"name": "approval_id", "in": "path",
+                                         "required": True, "schema": {"type": "string"}}],
+                         "requestBody": {"required": True, "content": {"application/json": {
+                             "schema": {"type": "object", "additionalProperties": False,
+                                        "required": ["approved"], "properties": {
+                                            "approved": {"type": "boolean"},
+                                            "note": {"type": "string", "maxLength": 500},
+                                            "arguments": {"type": "object", "description":
+                                                          "edit-before-approve"},
+                                            "user_id": {"type": "string"}}}}}},
+                         "responses": {"200": _json({"type": "object"}, "decided"),
+                                       **_errors(400, 401, 403, 404, 409)}}},
+            "/agent/audit": {"get": {
+                "summary": "The audit log, newest first (admins)",
+                "parameters": [{"name": n, "in": "query", "required": False,
+                                "schema": {"type": t}} for n, t in (
+                    ("conversation_id", "string"), ("user", "string"), ("tool", "string"),
+                    ("since", "number"), ("until", "number"), ("limit", "integer"))],
+                "responses": {"200": _json({"type": "object"}, "entries"),
+                              **_errors(400, 401, 403)}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [],
                                  "responses": {"200": {"description": "alive"}}}},
             "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],

@@ -18,7 +18,7 @@ from agent_core.models import (
 )
 from agent_core.settings import missing_model_message
 from agent_core.store import ConversationStore
-from agent_core.tools import BreakerBoard
+from agent_core.tools import ApprovalRules, AuditSink, BreakerBoard
 
 
 class UnconfiguredModel(ModelAdapter):
@@ -63,13 +63,16 @@ def build_runtime(
     model: ModelAdapter | None = None,
     registry: ToolRegistry | None = None,
     bus: EventBus | None = None,
+    audit: AuditSink | None = None,
 ) -> Runtime:
     """Wire model, tools, store and loop together."""
     registry = registry if registry is not None else build_registry(settings)
     board = BreakerBoard(failures=settings.tool_breaker_failures,
                          window=settings.tool_breaker_window,
                          cooldown=settings.tool_breaker_cooldown)
-    executor = ToolExecutor(registry, board=board, timeout=settings.tool_timeout)
+    rules = ApprovalRules(writes_need_approval=settings.hermes_writes_need_approval)
+    executor = ToolExecutor(registry, board=board, timeout=settings.tool_timeout, rules=rules,
+                            audit=audit)
     model = model if model is not None else build_model(settings)
     bus = bus or EventBus()
     counter = counter_for(settings.llm_provider)

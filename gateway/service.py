@@ -19,9 +19,12 @@ from agent_core.redaction import register as register_secrets
 from agent_core.store.factory import OpenStore, open_store
 
 from .access import AccessPolicy
+from .approvals import ApprovalService
+from .audit import AuditLog
 from .commands import Commands
 from .delivery import Deliverer
 from .eventlog import EventLog
+from .interactions import Interactions
 from .leader import Leadership
 from .progress import ProgressRelay
 from .queue import WorkQueue
@@ -48,6 +51,8 @@ class Gateway:
         self.slack: SlackChannel | None = None
         self.telegram: TelegramChannel | None = None
         self.webhook: WebhookChannel | None = None
+        self.approvals: ApprovalService | None = None
+        self.audit: AuditLog | None = None
         self._background: list[asyncio.Task[None]] = []
         self._leaders: list[Leadership] = []
 
@@ -64,7 +69,9 @@ class Gateway:
         store = self.opened.store
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())
-        self.runtime = runtime = build_runtime(settings, store=store, model=model)
+        self.audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
+        self.runtime = runtime = build_runtime(settings, store=store, model=model,
+                                               audit=self.audit)
         self.queue = queue = WorkQueue(store.redis, settings.redis_prefix,
                                        lease=settings.hermes_lease_seconds)
         self.eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention)
@@ -80,15 +87,23 @@ class Gateway:
                                       policy=AccessPolicy.from_settings(settings),
                                       deliverer=deliverer, commands=commands, settings=settings)
         self._build_channels(router)
+        self.approvals = ApprovalService(store.redis, settings=settings, channels=self.channels,
+                                         router=router, audit=self.audit)
+        interactions = Interactions(approvals=self.approvals, router=router, store=store)
+        if self.slack is not None:
+            interactions.attach_slack(self.slack)
+        if self.telegram is not None:
+            interactions.attach_telegram(self.telegram)
         for channel in list(self.channels.values()):
             await channel.start()
         self.workers = WorkerPool(queue=queue, runtime=runtime, channels=self.channels,
                                   deliverer=deliverer, progress=progress, settings=settings,
-                                  model_ready=self.model_ready)
+                                  model_ready=self.model_ready, approvals=self.approvals)
         await self.workers.start()
         self._start_telegram_leadership()
         if settings.conversation_ttl > 0:
             self._background.append(asyncio.create_task(self._sweep_idle()))
+        self._background.append(asyncio.create_task(self._expire_approvals()))
         log.info("gateway ready: channels %s; model %s", ", ".join(sorted(self.channels)),
                  self._model_status())
 
@@ -165,6 +180,15 @@ class Gateway:
         if not self.model_ready:
             return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
         return self.runtime.model.name if self.runtime else "configured"
+
+    async def _expire_approvals(self, every: float = 2.0) -> None:
+        assert self.approvals is not None
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.approvals.expire_due()
+            except Exception as exc:
+                log.warning("approval expiry failed: %s", exc)
 
     async def _sweep_idle(self) -> None:
         assert self.opened is not None

@@ -32,6 +32,7 @@ from agent_core.log import trace_context
 from agent_core.report import TaskReport
 from agent_core.settings import missing_model_message
 
+from .approvals import ApprovalService
 from .delivery import Deliverer
 from .progress import ProgressRelay
 from .queue import WorkItem, WorkQueue
@@ -42,13 +43,6 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 _FLAG_POLL = 1.0
 
-#: Builds the identity a task runs as: (role, permissions) for an inbound message.
-Identity = Callable[[InboundMessage], tuple[str, frozenset[str]]]
-
-
-def default_identity(msg: InboundMessage) -> tuple[str, frozenset[str]]:
-    """Everyone is an ordinary user (issue-specific role mapping replaces this)."""
-    return "user", frozenset({"read", "write"})
 
 
 class WorkerPool:
@@ -64,7 +58,7 @@ class WorkerPool:
         progress: ProgressRelay,
         settings: Settings,
         model_ready: bool,
-        identity: Identity = default_identity,
+        approvals: ApprovalService | None = None,
         scan_interval: float = 1.0,
     ) -> None:
         self.queue = queue
@@ -74,7 +68,7 @@ class WorkerPool:
         self.progress = progress
         self.settings = settings
         self.model_ready = model_ready
-        self.identity = identity
+        self.approvals = approvals
         self.scan_interval = scan_interval
         self._slots = asyncio.Semaphore(settings.hermes_workers)
         self._active: dict[str, asyncio.Task[None]] = {}
@@ -260,13 +254,15 @@ class WorkerPool:
                 await self._mark_merged(item.task_id, waiting.task_id, msg)
                 runner = loop.resume(waiting.task_id, reply=msg.text, control=control)
             else:
-                role, permissions = self.identity(msg)
+                identity = f"{msg.channel}:{msg.user_id}"
+                role = self.settings.role_of(identity)
                 runner = loop.run(TaskRequest(
-                    text=msg.text, conversation_id=msg.conversation_id, user_id=msg.user_id,
-                    role=role, permissions=permissions, task_id=item.task_id,
-                    trace_id=item.task_id, workdir=self._workdir(msg, item.task_id),
-                    extra={"data_dir": str(self.settings.hermes_data_dir),
-                           "channel": msg.channel, "user_name": msg.user_name},
+                    text=msg.text, conversation_id=msg.conversation_id, user_id=identity,
+                    role=role, permissions=self.settings.permissions_of(role),
+                    task_id=item.task_id, trace_id=item.task_id,
+                    workdir=self._workdir(msg, item.task_id),
+                    extra={**self.settings.tool_extra(), "channel": msg.channel,
+                           "user_name": msg.user_name},
                     control=control))
         task = asyncio.ensure_future(runner)
         self._running_tasks[item.task_id] = task
@@ -343,6 +339,13 @@ class WorkerPool:
     async def _deliver_result(self, msg: InboundMessage, result: TaskResult) -> None:
         if result.outcome == "cancelled" and "newer message" in result.text:
             return  # interrupted by the next message, which answers instead
+        if result.outcome == "awaiting_approval" and self.approvals is not None \
+                and result.approval is not None:
+            prompt = await self.approvals.open(result, msg)
+            sent = await self.deliverer.deliver(prompt)
+            if sent is not None:
+                await self.approvals.remember_message(result.approval.id, sent.ref)
+            return
         kind: Any = {"answered": "answer", "asked_user": "question",
                      "awaiting_approval": "approval"}.get(result.outcome, "error")
         out = OutboundMessage(

@@ -1,6 +1,7 @@
 """Tools: the @tool decorator, registries, and the executor with its policies."""
 
 from ._schema import ArgumentError
+from .approval import ApprovalGate, ApprovalRules, AuditSink, AuditTrail
 from .context import ToolContext
 from .executor import (
     CircuitBreakerPolicy,
@@ -13,14 +14,17 @@ from .executor import (
     ToolResult,
     check_permission,
     default_policies,
-    require_confirmation,
     validate_arguments,
 )
 from .policies import BreakerBoard, CircuitBreaker, TaskFailures
 from .registry import Tool, ToolRegistry, tool
 
 __all__ = [
+    "ApprovalGate",
+    "ApprovalRules",
     "ArgumentError",
+    "AuditSink",
+    "AuditTrail",
     "BreakerBoard",
     "CircuitBreaker",
     "CircuitBreakerPolicy",
@@ -37,7 +41,6 @@ __all__ = [
     "ToolResult",
     "check_permission",
     "default_policies",
-    "require_confirmation",
     "tool",
     "validate_arguments",
 ]

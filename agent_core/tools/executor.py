@@ -124,13 +124,6 @@ async def validate_arguments(inv: Invocation, call_next: Next) -> ToolResult:
     return await call_next(inv)
 
 
-async def require_confirmation(inv: Invocation, call_next: Next) -> ToolResult:
-    """Pause calls of tools marked requires_confirmation until a human approves."""
-    if inv.tool.requires_confirmation and not inv.approved:
-        raise ApprovalRequired(inv.tool.name, inv.arguments, "the tool requires confirmation")
-    return await call_next(inv)
-
-
 class CircuitBreakerPolicy:
     """Fails fast while a tool's breaker is open; feeds it every real outcome."""
 
@@ -202,7 +195,12 @@ class TimeoutPolicy:
 async def call_tool(inv: Invocation) -> ToolResult:
     """The innermost step: run the function, turning any exception into a result."""
     try:
-        output = await inv.tool.invoke(inv.arguments, inv.ctx)
+        if inv.tool.isolation == "subprocess":
+            from .isolation import run_isolated
+
+            output = await run_isolated(inv.tool, inv.arguments, inv.ctx)
+        else:
+            output = await inv.tool.invoke(inv.arguments, inv.ctx)
     except ToolError as exc:
         return ToolResult.failure(inv.tool.name, inv.call_id, "exception", str(exc),
                                   retryable=exc.retryable)
@@ -217,10 +215,16 @@ async def call_tool(inv: Invocation) -> ToolResult:
     return ToolResult(inv.tool.name, inv.call_id, True, output=output)
 
 
-def default_policies(board: BreakerBoard, *, timeout: float) -> list[ToolMiddleware]:
-    """The standard chain, outermost first."""
-    return [check_permission, validate_arguments, require_confirmation,
-            CircuitBreakerPolicy(board), RetryPolicy(), TimeoutPolicy(timeout)]
+def default_policies(board: BreakerBoard, *, timeout: float, rules: Any = None,
+                     audit: Any = None) -> list[ToolMiddleware]:
+    """The standard chain, outermost first: permission, arguments, approval, audit,
+    circuit breaker, retry, timeout. ``rules`` are ApprovalRules; ``audit`` an AuditSink."""
+    from .approval import ApprovalGate, AuditTrail
+
+    chain: list[ToolMiddleware] = [check_permission, validate_arguments, ApprovalGate(rules)]
+    if audit is not None:
+        chain.append(AuditTrail(audit))
+    return [*chain, CircuitBreakerPolicy(board), RetryPolicy(), TimeoutPolicy(timeout)]
 
 
 class ToolExecutor:
@@ -233,12 +237,14 @@ class ToolExecutor:
         policies: Sequence[ToolMiddleware] | None = None,
         board: BreakerBoard | None = None,
         timeout: float = 30.0,
+        rules: Any = None,
+        audit: Any = None,
         terminal: Next = call_tool,
     ) -> None:
         self.registry = registry
         self.board = board or BreakerBoard()
         chain = list(policies) if policies is not None else default_policies(
-            self.board, timeout=timeout)
+            self.board, timeout=timeout, rules=rules, audit=audit)
         handler = terminal
         for policy in reversed(chain):
             handler = _bind(policy, handler)
@@ -253,6 +259,7 @@ class ToolExecutor:
         call_id: str | None = None,
         failures: TaskFailures | None = None,
         approved: bool = False,
+        approved_by: str | None = None,
     ) -> ToolResult:
         """Run one call. Returns a ToolResult; raises only ApprovalRequired and cancellation."""
         tool = self.registry.get(name)
@@ -265,7 +272,10 @@ class ToolExecutor:
             return ToolResult.failure(name, call_id, "unavailable",
                                       f"{name} is unavailable for the rest of this task")
         started = time.perf_counter()
-        result = await self._handler(Invocation(tool, dict(arguments), ctx, call_id, approved))
+        inv = Invocation(tool, dict(arguments), ctx, call_id, approved or approved_by is not None)
+        if approved_by is not None:
+            inv.extra["approved_by"] = approved_by
+        result = await self._handler(inv)
         result.duration = time.perf_counter() - started
         result.call_id = call_id
         if result.ok:

@@ -73,6 +73,7 @@ class SlackAPI:
                                       "team_id": TEAM, "user": "hermes", "team": "Acme"})
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
             ts = params.get("ts") or f"{int(time.time())}.{next(self._ts):06d}"
+            params["ts"] = ts  # recorded with the call, as Slack returns it
             return web.json_response({"ok": True, "channel": params.get("channel"), "ts": ts,
                                       "message": {"text": params.get("text", "")}})
         return web.json_response({"ok": True})

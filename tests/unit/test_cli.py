@@ -29,8 +29,9 @@ def test_a_bad_setting_is_one_clear_line(capsys: pytest.CaptureFixture[str],
 def test_tools_lists_schemas(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tools", "--json"]) == 0
     specs = json.loads(capsys.readouterr().out)
-    assert [s["name"] for s in specs] == ["query_sales_data", "calc_growth_rate",
-                                          "save_daily_report", "recall"]
+    assert [s["name"] for s in specs] == [
+        "query_sales_data", "calc_growth_rate", "save_daily_report", "recall", "read_file",
+        "write_file", "append_file", "list_files", "http_fetch"]
     assert specs[0]["parameters"]["required"] == ["start_date", "end_date"]
 
 

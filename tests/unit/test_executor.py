@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,8 @@ from agent_core.tools import BreakerBoard, CircuitBreaker, TaskFailures
 
 CTX = ToolContext(user_id="u", conversation_id="c", trace_id="t", permissions=frozenset(
     {"read", "write"}))
+ADMIN = ToolContext(user_id="a", conversation_id="c", trace_id="t", role="admin",
+                    permissions=frozenset({"*"}))
 
 
 class Clock:
@@ -78,7 +81,7 @@ async def test_write_tools_are_never_retried_automatically() -> None:
         await asyncio.sleep(5)
         return "never"
 
-    result = await make(slow_write).execute("slow_write", {}, CTX)
+    result = await make(slow_write).execute("slow_write", {}, ADMIN)
     assert result.error is not None and result.error.type == "timeout" and calls == 1
 
 
@@ -260,3 +263,78 @@ async def test_secret_in_an_exception_is_redacted() -> None:
     result = await make(leaky).execute("leaky", {}, CTX)
     assert "SECRET" not in result.observation()
     assert "[REDACTED]" in result.observation()
+
+
+# --- approvals and audit -------------------------------------------------------------------
+
+
+@tool(side_effect="write")
+def update_crm(note: str) -> str:
+    """Writes a note."""
+    return "noted"
+
+
+@tool(tags=["money"])
+def refund(amount: float) -> str:
+    """Refunds (read-only in form, but it moves money)."""
+    return f"refunded {amount}"
+
+
+@pytest.mark.parametrize(("tool_obj", "ctx", "asks"), [
+    (update_crm, CTX, True),
+    (update_crm, ADMIN, False),
+    (refund, ADMIN, True),
+    (refund, CTX, True),
+])
+async def test_who_needs_approval(tool_obj: Any, ctx: ToolContext, asks: bool) -> None:
+    executor = make(tool_obj)
+    args = {"note": "x"} if tool_obj is update_crm else {"amount": 5}
+    if asks:
+        with pytest.raises(ApprovalRequired):
+            await executor.execute(tool_obj.name, args, ctx)
+    else:
+        assert (await executor.execute(tool_obj.name, args, ctx)).ok
+
+
+async def test_writes_by_users_can_be_allowed_without_approval() -> None:
+    from agent_core.tools import ApprovalRules
+
+    executor = make(update_crm, rules=ApprovalRules(writes_need_approval=False))
+    assert (await executor.execute("update_crm", {"note": "x"}, CTX)).ok
+    with pytest.raises(ApprovalRequired):
+        await make(refund, rules=ApprovalRules(writes_need_approval=False)).execute(
+            "refund", {"amount": 1}, CTX)
+
+
+async def test_unattended_runs_refuse_unless_preapproved() -> None:
+    unattended = ToolContext(user_id="job", conversation_id="c", trace_id="t",
+                             permissions=frozenset({"read", "write"}),
+                             extra={"unattended": True})
+    result = await make(update_crm).execute("update_crm", {"note": "x"}, unattended)
+    assert result.error is not None and result.error.type == "permission"
+    assert "unattended" in result.error.message
+    allowed = ToolContext(user_id="job", conversation_id="c", trace_id="t",
+                          permissions=frozenset({"read", "write"}),
+                          extra={"unattended": True, "preapproved_tools": ["update_crm"]})
+    assert (await make(update_crm).execute("update_crm", {"note": "x"}, allowed)).ok
+
+
+async def test_every_write_is_audited_with_requester_and_approver() -> None:
+    entries: list[dict[str, Any]] = []
+
+    class Sink:
+        async def record(self, entry: dict[str, Any]) -> None:
+            entries.append(entry)
+
+    @tool
+    def lookup() -> str:
+        """Read-only."""
+        return "x"
+
+    executor = make(update_crm, lookup, audit=Sink())
+    await executor.execute("lookup", {}, CTX)
+    await executor.execute("update_crm", {"note": "hello"}, CTX, approved_by="slack:UBOSS")
+    [entry] = entries
+    assert entry["tool"] == "update_crm" and entry["arguments"] == {"note": "hello"}
+    assert entry["requester"] == "u" and entry["approved_by"] == "slack:UBOSS"
+    assert entry["ok"] and entry["result"] == "noted"

@@ -1,0 +1,102 @@
+"""Approval and audit policies of the executor chain.
+
+``ApprovalGate`` decides which calls pause for a human: tools marked requires_confirmation,
+tools tagged as touching money or personal data (always), and write tools called by a
+non-admin (configurable). In an unattended run (a scheduled job) nobody can be asked, so
+such a call is refused unless the job pre-approved that tool.
+
+``AuditTrail`` records every write-tool execution (and every tagged one) to an AuditSink.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import ApprovalRequired
+from .executor import Invocation, Next, ToolResult
+
+log = logging.getLogger(__name__)
+
+ALWAYS_ASK_TAGS = frozenset({"money", "personal_data"})
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRules:
+    """When a tool call needs a human's approval."""
+
+    writes_need_approval: bool = True
+    admin_role: str = "admin"
+    always_ask_tags: frozenset[str] = field(default=ALWAYS_ASK_TAGS)
+
+
+class ApprovalGate:
+    """Pauses (raises ApprovalRequired for) calls the rules say need approval."""
+
+    def __init__(self, rules: ApprovalRules | None = None) -> None:
+        self.rules = rules or ApprovalRules()
+
+    def reason(self, inv: Invocation) -> str | None:
+        """Why this call needs approval, or None."""
+        tool, ctx = inv.tool, inv.ctx
+        tagged = tool.tags & self.rules.always_ask_tags
+        if tagged:
+            return f"it touches {' and '.join(sorted(t.replace('_', ' ') for t in tagged))}"
+        if tool.requires_confirmation:
+            return "this tool always asks for confirmation"
+        if tool.side_effect == "write" and self.rules.writes_need_approval \
+                and ctx.role != self.rules.admin_role:
+            return "write actions by non-admins need approval"
+        return None
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> ToolResult:
+        reason = self.reason(inv)
+        if reason is None or inv.approved:
+            return await call_next(inv)
+        if inv.ctx.extra.get("unattended"):
+            if inv.tool.name in inv.ctx.extra.get("preapproved_tools", ()):
+                return await call_next(inv)
+            return ToolResult.failure(
+                inv.tool.name, inv.call_id, "permission",
+                f"{inv.tool.name} needs a human approval ({reason}), and this run is "
+                "unattended; the job does not pre-approve this tool")
+        raise ApprovalRequired(inv.tool.name, inv.arguments, reason)
+
+
+class AuditSink(Protocol):
+    """Where audit entries go (append-only)."""
+
+    async def record(self, entry: dict[str, Any]) -> None:
+        """Append one entry."""
+        ...
+
+
+class AuditTrail:
+    """Records each executed write (or tagged) tool call with who asked and who approved."""
+
+    def __init__(self, sink: AuditSink) -> None:
+        self.sink = sink
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> ToolResult:
+        if inv.tool.side_effect != "write" and not inv.tool.tags:
+            return await call_next(inv)
+        started = time.time()
+        result = await call_next(inv)
+        summary = result.observation()
+        entry = {
+            "type": "tool_call", "tool": inv.tool.name,
+            "arguments": json.loads(json.dumps(inv.arguments, default=str)),
+            "ok": result.ok, "result": summary[:500],
+            "requester": inv.ctx.user_id, "role": inv.ctx.role,
+            "approved_by": inv.extra.get("approved_by"),
+            "conversation_id": inv.ctx.conversation_id, "trace_id": inv.ctx.trace_id,
+            "task_id": inv.ctx.task_id, "started_at": started, "finished_at": time.time(),
+        }
+        try:
+            await self.sink.record(entry)
+        except Exception as exc:  # the audit log must not undo a write that happened
+            log.error("could not record the audit entry for %s: %s", inv.tool.name, exc)
+        return result

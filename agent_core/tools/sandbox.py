@@ -1,0 +1,92 @@
+"""Sandbox paths: every file a tool touches resolves inside the task's own directory.
+
+Refused: absolute paths, ``..`` components, NUL bytes, backslashes, percent-encoded or
+look-alike separators, and anything that resolves outside the sandbox through a symlink
+(including the ``/sandbox-evil`` prefix-sibling trick, since containment is checked by path
+components, never by string prefix). Files are opened with O_NOFOLLOW so a symlink swapped
+in after the check is not followed either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ToolError
+
+_ENCODED = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Quotas of one sandbox."""
+
+    max_file_bytes: int = 1024 * 1024
+    max_total_bytes: int = 10 * 1024 * 1024
+
+
+def resolve(workdir: Path, user_path: str) -> Path:
+    """The absolute path of ``user_path`` inside ``workdir``, or ToolError saying why not."""
+    if not user_path or not user_path.strip():
+        raise ToolError("the path is empty")
+    if "\x00" in user_path:
+        raise ToolError("the path contains a NUL byte")
+    if "\\" in user_path:
+        raise ToolError("backslashes are not allowed in paths")
+    if _ENCODED.search(user_path):
+        raise ToolError("percent-encoded dots, slashes or NULs are not allowed in paths")
+    normal = unicodedata.normalize("NFKC", user_path)
+    if normal != user_path and ("/" in normal or ".." in normal):
+        raise ToolError("the path uses look-alike separators or dots")
+    if user_path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", user_path):
+        raise ToolError("use a path relative to the sandbox, not an absolute one")
+    parts = Path(user_path).parts
+    if any(part == ".." for part in parts):
+        raise ToolError("'..' is not allowed in paths")
+    root = workdir.resolve()
+    candidate = (root / user_path).resolve(strict=False)
+    if candidate != root and not candidate.is_relative_to(root):
+        raise ToolError("the path leads outside the sandbox")
+    return candidate
+
+
+def usage(workdir: Path) -> int:
+    """Bytes used by regular files in the sandbox (symlinks are not followed)."""
+    total = 0
+    if not workdir.exists():
+        return 0
+    for dirpath, _dirs, files in os.walk(workdir, followlinks=False):
+        for name in files:
+            path = Path(dirpath) / name
+            try:
+                stat = path.lstat()
+            except FileNotFoundError:
+                continue
+            if not path.is_symlink():
+                total += stat.st_size
+    return total
+
+
+def open_for_write(path: Path, *, append: bool) -> int:
+    """A file descriptor for writing that refuses to follow a symlink at ``path``."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    try:
+        return os.open(path, flags, 0o640)
+    except OSError as exc:
+        if exc.errno in (40, 62):  # ELOOP: the final component is a symlink
+            raise ToolError("the path is a symbolic link; refused") from None
+        raise
+
+
+def open_for_read(path: Path) -> int:
+    """A file descriptor for reading that refuses to follow a symlink at ``path``."""
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno in (40, 62):
+            raise ToolError("the path is a symbolic link; refused") from None
+        raise

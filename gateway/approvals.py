@@ -1,0 +1,265 @@
+"""Approvals: a paused tool call, the buttons that decide it, and the resumed task.
+
+A pending approval is a Redis hash (``<prefix>:approval:<id>``) next to the task's state,
+so any replica can resume the task after a restart. Deciding is one atomic step
+(pending → approved / rejected / expired, in a Lua script): double clicks, two approvers at
+once and replayed callbacks decide once, and everyone else is told who decided. Who may
+decide is checked here, on the server, from HERMES_APPROVERS, and fails closed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from redis.asyncio import Redis
+
+from adapters.base import Channel, InboundMessage, OutboundMessage
+from agent_core import Settings, TaskResult
+from agent_core.settings import ApproverRule
+
+from .audit import AuditLog
+from .router import Router
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["decided", "already", "forbidden", "unknown", "expired"]
+
+# KEYS: approval hash, expiry zset   ARGV: new status, by, by_name, now, note, id
+_DECIDE = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then
+  return {'unknown', '', ''}
+end
+if status ~= 'pending' then
+  return {status, redis.call('HGET', KEYS[1], 'decided_by') or '',
+          redis.call('HGET', KEYS[1], 'decided_by_name') or ''}
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'decided_by', ARGV[2],
+           'decided_by_name', ARGV[3], 'decided_at', ARGV[4], 'note', ARGV[5])
+redis.call('ZREM', KEYS[2], ARGV[6])
+return {'won', ARGV[2], ARGV[3]}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The result of pressing a button."""
+
+    outcome: Outcome
+    status: str = ""
+    by: str = ""
+    by_name: str = ""
+    message: str = ""
+
+
+class ApprovalService:
+    """Opens approvals, decides them exactly once, expires them, updates their messages."""
+
+    def __init__(self, redis: Redis, *, settings: Settings, channels: dict[str, Channel],
+                 router: Router, audit: AuditLog) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.channels = channels
+        self.router = router
+        self.audit = audit
+        self.prefix = settings.redis_prefix
+        self._decide = redis.register_script(_DECIDE)
+
+    def key(self, approval_id: str) -> str:
+        """The hash of one approval."""
+        return f"{self.prefix}:approval:{approval_id}"
+
+    @property
+    def expiry_key(self) -> str:
+        """Pending approvals by expiry time."""
+        return f"{self.prefix}:approvals:expiry"
+
+    # --- opening -------------------------------------------------------------------------
+    async def open(self, result: TaskResult, msg: InboundMessage) -> OutboundMessage:
+        """Store the pending approval of a paused task; the message asking for it."""
+        pending = result.approval
+        assert pending is not None
+        now = time.time()
+        expires = now + self.settings.hermes_approval_ttl
+        record: dict[str, str] = {
+            "id": pending.id, "status": "pending", "task_id": result.task_id,
+            "conversation_id": result.conversation_id, "channel": msg.channel,
+            "inbound": msg.model_dump_json(), "tool": pending.tool_name,
+            "arguments": json.dumps(pending.arguments, ensure_ascii=False, default=str),
+            "reason": pending.reason, "requester": pending.requester or
+            f"{msg.channel}:{msg.user_id}", "requester_name": msg.user_name or msg.user_id,
+            "created_at": repr(now), "expires_at": repr(expires),
+        }
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(self.key(pending.id), mapping=dict(record))  # type: ignore[arg-type]
+        pipe.expire(self.key(pending.id), int(self.settings.task_retention))
+        pipe.zadd(self.expiry_key, {pending.id: expires})
+        await pipe.execute()
+        view = {"id": pending.id, "tool_name": pending.tool_name,
+                "arguments": pending.arguments, "reason": pending.reason,
+                "requester": record["requester_name"], "expires_at": expires}
+        if msg.channel == "webhook":
+            view["approve_url"] = self.signed_url(msg, pending.id, "approve", expires)
+            view["reject_url"] = self.signed_url(msg, pending.id, "reject", expires)
+        return OutboundMessage(
+            channel=msg.channel, conversation_id=msg.conversation_id,
+            reply_target=msg.reply_target, kind="approval", task_id=result.task_id,
+            text=f"Approval needed to run {pending.tool_name} ({pending.reason}).",
+            approval=view)
+
+    async def remember_message(self, approval_id: str, ref: dict[str, Any] | None) -> None:
+        """Keep where the approval prompt was posted, to update it once decided."""
+        if not ref:
+            return
+        await self.redis.hset(self.key(approval_id), "message_ref", json.dumps(ref))
+        # Decided (or expired) before the prompt was even posted: show that at once.
+        record = await self.get(approval_id)
+        if record is not None and record["status"] != "pending":
+            await self._update_message(record, record["status"],
+                                       record.get("decided_by", ""),
+                                       record.get("decided_by_name", ""))
+
+    async def get(self, approval_id: str) -> dict[str, str] | None:
+        """An approval's fields, or None."""
+        raw = await self.redis.hgetall(self.key(approval_id))
+        if not raw:
+            return None
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    # --- deciding ------------------------------------------------------------------------
+    async def decide(self, approval_id: str, *, approved: bool, actor: str, actor_name: str,
+                     note: str = "", arguments: dict[str, Any] | None = None) -> Decision:
+        """Apply one person's decision, exactly once; tells the others what happened."""
+        record = await self.get(approval_id)
+        if record is None:
+            return Decision("unknown", message="This approval is no longer known here (it "
+                            "was decided long ago or never existed); nothing was changed.")
+        if record["status"] != "pending":
+            return self._already(record["status"], record.get("decided_by_name", ""))
+        if not self.may_decide(record, actor, approved=approved):
+            return Decision("forbidden", message="You can't approve this request: it needs "
+                            "someone with permission for this tool. Nothing was changed.")
+        status = "approved" if approved else "rejected"
+        won, _, by_name = await self._transition(approval_id, status, actor, actor_name, note)
+        if won != "won":
+            return self._already(won, by_name)
+        await self._after(record, status, actor, actor_name, note=note, arguments=arguments)
+        verb = "Approved" if approved else "Rejected"
+        return Decision("decided", status=status, by=actor, by_name=actor_name,
+                        message=f"{verb}. The task continues.")
+
+    def _already(self, status: str, by_name: str) -> Decision:
+        if status == "expired":
+            return Decision("expired", status=status,
+                            message="This approval expired; the task was told it was "
+                                    "rejected.")
+        return Decision("already", status=status, by_name=by_name,
+                        message=f"Already {status} by {by_name or 'someone else'}.")
+
+    async def _transition(self, approval_id: str, status: str, actor: str, actor_name: str,
+                          note: str) -> tuple[str, str, str]:
+        result = await self._decide(
+            keys=[self.key(approval_id), self.expiry_key],
+            args=[status, actor, actor_name, repr(time.time()), note, approval_id])
+        return tuple(_text(v) for v in result)  # type: ignore[return-value]
+
+    def may_decide(self, record: dict[str, str], actor: str, *, approved: bool) -> bool:
+        """Whether ``actor`` (channel:user) may decide this approval. Fails closed."""
+        rules = self.settings.hermes_approvers
+        rule = rules.get(record["tool"]) or rules.get("*") or ApproverRule()
+        is_requester = actor == record["requester"]
+        if is_requester and not approved:
+            return True  # asking people may always withdraw their own request
+        if is_requester and not rule.self_approval:
+            return False
+        if rule.requester and is_requester:
+            return True
+        if self.settings.role_of(actor) in rule.roles:
+            return True
+        groups = self.settings.hermes_groups
+        return any(fnmatchcase(actor, pattern) for name in rule.groups
+                   for pattern in groups.get(name, ()))
+
+    async def _after(self, record: dict[str, str], status: str, actor: str, actor_name: str,
+                     *, note: str, arguments: dict[str, Any] | None) -> None:
+        """Audit, resume the task (behind the conversation's other work), update buttons."""
+        await self.audit.record({
+            "type": "approval", "approval_id": record["id"], "decision": status,
+            "tool": record["tool"], "arguments": json.loads(record["arguments"]),
+            "requester": record["requester"], "decided_by": actor, "note": note,
+            "edited_arguments": arguments, "conversation_id": record["conversation_id"],
+            "task_id": record["task_id"], "trace_id": record["task_id"]})
+        inbound = InboundMessage.model_validate_json(record["inbound"])
+        await self.router.enqueue_approval(inbound, record["task_id"], {
+            "approved": status == "approved", "by": actor_name or actor,
+            "note": note or ("expired without a decision" if status == "expired" else ""),
+            "arguments": arguments})
+        await self._update_message(record, status, actor, actor_name)
+
+    async def _update_message(self, record: dict[str, str], status: str, actor: str,
+                              actor_name: str) -> None:
+        ref = json.loads(record.get("message_ref") or "null")
+        channel = self.channels.get(record["channel"])
+        if not ref or channel is None:
+            return
+        mark = {"approved": "✅ Approved", "rejected": "❌ Rejected",
+                "expired": "⌛ Expired"}[status]
+        who = f" by {actor_name}" if status != "expired" else " without a decision"
+        text = f"{mark}{who}: {record['tool']} {record['arguments'][:300]}"
+        try:
+            updater = getattr(channel, "replace_prompt", None)
+            if updater is not None:
+                await updater(ref, text)
+        except Exception as exc:  # the decision stands even if the message cannot change
+            log.warning("could not update the approval message: %s", exc)
+
+    # --- expiry --------------------------------------------------------------------------
+    async def expire_due(self) -> int:
+        """Expire pending approvals past their time; their tasks resume with a rejection."""
+        due = await self.redis.zrangebyscore(self.expiry_key, "-inf", time.time(), start=0,
+                                             num=100)
+        expired = 0
+        for raw_id in due:
+            approval_id = _text(raw_id)
+            record = await self.get(approval_id)
+            if record is None:
+                await self.redis.zrem(self.expiry_key, approval_id)
+                continue
+            won, _, _ = await self._transition(approval_id, "expired", "system",
+                                               "expiry", "expired")
+            if won == "won":
+                expired += 1
+                await self._after(record, "expired", "system", "expiry", note="expired",
+                                  arguments=None)
+        return expired
+
+    # --- signed webhook links ------------------------------------------------------------
+    def signed_url(self, msg: InboundMessage, approval_id: str, decision: str,
+                   expires: float) -> str:
+        """A link that decides the approval, signed with the webhook source's secret."""
+        source = str(msg.reply_target.get("source", ""))
+        exp = str(int(expires))
+        sig = approval_signature(self._secret(source), approval_id, decision, exp)
+        base = (self.settings.hermes_public_url or "").rstrip("/")
+        return f"{base}/webhook/{source}/approvals/{approval_id}/{decision}?exp={exp}&sig={sig}"
+
+    def _secret(self, source: str) -> str:
+        secret = self.settings.hermes_webhook_secrets.get(source)
+        return secret.get_secret_value() if secret is not None else ""
+
+
+def approval_signature(secret: str, approval_id: str, decision: str, exp: str) -> str:
+    """HMAC-SHA256 of "<id>:<decision>:<expiry>" with the source's secret."""
+    message = f"{approval_id}:{decision}:{exp}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

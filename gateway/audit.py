@@ -1,0 +1,67 @@
+"""AuditLog: every write-tool execution and every approval decision, append-only.
+
+Entries go to a Redis stream (``<prefix>:audit``, capped at about a million entries) and,
+when HERMES_AUDIT_FILE is set, to a JSON-lines file as well (appended under a file lock, so
+several processes on one host never interleave lines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from redis.asyncio import Redis
+
+_MAXLEN = 1_000_000
+_SCAN = 20_000
+
+
+class AuditLog:
+    """An AuditSink writing to Redis (and a file), and the query behind GET /agent/audit."""
+
+    def __init__(self, redis: Redis, prefix: str, *, file: Path | None = None) -> None:
+        self.redis = redis
+        self.key = f"{prefix}:audit"
+        self.file = file
+        self._lock = FileLock(str(file) + ".lock") if file else None
+
+    async def record(self, entry: dict[str, Any]) -> None:
+        """Append one entry (a ``ts`` is added when missing)."""
+        entry = {"ts": time.time(), **entry}
+        line = json.dumps(entry, ensure_ascii=False, default=str)
+        await self.redis.xadd(self.key, {"entry": line}, maxlen=_MAXLEN, approximate=True)
+        if self.file is not None:
+            await asyncio.to_thread(self._append_line, line)
+
+    def _append_line(self, line: str) -> None:
+        assert self.file is not None and self._lock is not None
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, self.file.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    async def query(self, *, conversation_id: str | None = None, user: str | None = None,
+                    tool: str | None = None, since: float | None = None,
+                    until: float | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Newest first, filtered; scans at most the newest 20 000 entries."""
+        high = f"{int(until * 1000)}" if until else "+"
+        low = f"{int(since * 1000)}" if since else "-"
+        rows: Any = await self.redis.xrevrange(self.key, max=high, min=low, count=_SCAN)
+        out = []
+        for stream_id, fields in rows:
+            entry = json.loads(fields.get(b"entry") or fields.get("entry"))
+            if conversation_id and entry.get("conversation_id") != conversation_id:
+                continue
+            if user and user not in (entry.get("requester"), entry.get("decided_by"),
+                                     entry.get("approved_by")):
+                continue
+            if tool and entry.get("tool") != tool:
+                continue
+            entry["id"] = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+            out.append(entry)
+            if len(out) >= limit:
+                break
+        return out

@@ -1,0 +1,125 @@
+"""Sandboxed file tools: read, write, append and list files in the task's own directory."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from agent_core import ToolContext, ToolError, tool
+from agent_core.tools.sandbox import (
+    SandboxLimits,
+    open_for_read,
+    open_for_write,
+    resolve,
+    usage,
+)
+
+_READ_LIMIT = 100_000
+
+
+def _workdir(ctx: ToolContext | None) -> Path:
+    if ctx is None or ctx.workdir is None:
+        raise ToolError("this task has no sandbox directory")
+    ctx.workdir.mkdir(parents=True, exist_ok=True)
+    return ctx.workdir
+
+
+def _limits(ctx: ToolContext | None) -> SandboxLimits:
+    raw = (ctx.extra.get("sandbox") if ctx is not None else None) or {}
+    return SandboxLimits(**raw) if isinstance(raw, dict) else SandboxLimits()
+
+
+def _write(ctx: ToolContext | None, path: str, content: str, *, append: bool) -> dict[str, Any]:
+    root = _workdir(ctx)
+    target = resolve(root, path)
+    limits = _limits(ctx)
+    data = content.encode("utf-8")
+    existing = target.lstat().st_size if target.exists() and not target.is_symlink() else 0
+    new_size = existing + len(data) if append else len(data)
+    if new_size > limits.max_file_bytes:
+        raise ToolError(f"the file would be {new_size} bytes; the limit is "
+                        f"{limits.max_file_bytes}")
+    growth = new_size - existing
+    if usage(root) + growth > limits.max_total_bytes:
+        raise ToolError(f"the sandbox would exceed its {limits.max_total_bytes}-byte quota")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Re-check after creating directories: a symlinked parent must not lead outside.
+    target = resolve(root, path)
+    fd = open_for_write(target, append=append)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return {"path": str(target.relative_to(root.resolve())), "bytes": new_size}
+
+
+@tool
+def read_file(path: str, ctx: ToolContext | None = None) -> dict[str, Any]:
+    """Read a text file from this task's sandbox.
+
+    Args:
+        path: Path relative to the sandbox, e.g. notes/today.md.
+    """
+    root = _workdir(ctx)
+    target = resolve(root, path)
+    if not target.exists():
+        raise ToolError(f"no file {path!r} in the sandbox")
+    if not target.is_file() or target.is_symlink():
+        raise ToolError(f"{path!r} is not a regular file")
+    fd = open_for_read(target)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(_READ_LIMIT + 1)
+    text = data[:_READ_LIMIT].decode("utf-8", errors="replace")
+    return {"path": path, "content": text, "truncated": len(data) > _READ_LIMIT}
+
+
+@tool(side_effect="write")
+def write_file(path: str, content: str, ctx: ToolContext | None = None) -> dict[str, Any]:
+    """Create or replace a text file in this task's sandbox.
+
+    Args:
+        path: Path relative to the sandbox; missing folders are created.
+        content: The whole new content.
+    """
+    return _write(ctx, path, content, append=False)
+
+
+@tool(side_effect="write")
+def append_file(path: str, content: str, ctx: ToolContext | None = None) -> dict[str, Any]:
+    """Append text to a file in this task's sandbox (created if missing).
+
+    Args:
+        path: Path relative to the sandbox.
+        content: Text to add at the end.
+    """
+    return _write(ctx, path, content, append=True)
+
+
+@tool
+def list_files(path: str = ".",
+               limit: Annotated[int, Field(ge=1, le=500)] = 200,
+               ctx: ToolContext | None = None) -> dict[str, Any]:
+    """List files under a folder of this task's sandbox.
+
+    Args:
+        path: Folder relative to the sandbox.
+        limit: Most entries to return.
+    """
+    root = _workdir(ctx)
+    base = root.resolve() if path in (".", "") else resolve(root, path)
+    if not base.is_dir():
+        raise ToolError(f"{path!r} is not a folder in the sandbox")
+    entries = []
+    for dirpath, dirs, files in os.walk(base, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            full = Path(dirpath) / name
+            info = full.lstat()
+            kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
+            entries.append({"path": str(full.relative_to(root.resolve())), "bytes": info.st_size,
+                            "kind": kind})
+            if len(entries) >= limit:
+                return {"entries": entries, "truncated": True}
+    return {"entries": entries, "truncated": False}
