@@ -82,6 +82,10 @@ class Channel(abc.ABC):
         Raises DeliveryError on failure.
         """
 
+    async def direct_target(self, user_id: str) -> dict[str, Any]:
+        """Where to reach one user privately (a DM), as a reply target."""
+        raise NotImplementedError
+
     async def working(self, target: dict[str, Any], task_id: str) -> None:
         """Show that a task started (a reaction, a "working" message, typing)."""
         raise NotImplementedError

@@ -191,6 +191,10 @@ class SlackChannel(Channel):
                           blocks=[{"type": "section", "text": {"type": "mrkdwn",
                                                                "text": text[:2900]}}])
 
+    async def direct_target(self, user_id: str) -> dict[str, Any]:
+        response = await self._call("conversations_open", user_id, users=user_id)
+        return {"channel": response["channel"]["id"]}
+
     async def post_ephemeral(self, channel: str, user: str, text: str,
                              thread_ts: str | None = None) -> None:
         """A message only ``user`` sees (e.g. "you can't approve this")."""

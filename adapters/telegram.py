@@ -12,7 +12,6 @@ the secret-token header) or long polling.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import hmac
 import json
@@ -263,6 +262,10 @@ class TelegramChannel(Channel):
                 raise DeliveryError(f"telegram unreachable: {exc}", retryable=True) from exc
         raise DeliveryError("telegram send failed", retryable=True)
 
+    async def direct_target(self, user_id: str) -> dict[str, Any]:
+        # A user's private chat with the bot has the user's id.
+        return {"chat_id": int(user_id), "private": True}
+
     async def working(self, target: dict[str, Any], task_id: str) -> None:
         self._typing[task_id] = asyncio.create_task(self._keep_typing(target))
 
@@ -273,8 +276,7 @@ class TelegramChannel(Channel):
         task = self._typing.pop(task_id, None)
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait([task], timeout=2)
 
     async def _keep_typing(self, target: dict[str, Any]) -> None:
         while True:
@@ -285,6 +287,9 @@ class TelegramChannel(Channel):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise asyncio.CancelledError from exc  # a cancel the client turned into
                 log.info("typing indicator failed: %s", exc)
             await asyncio.sleep(TYPING_EVERY)
 

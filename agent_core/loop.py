@@ -147,6 +147,7 @@ class TaskLoop:
         counter: TokenCounter | None = None,
         compressor: Compressor | None = None,
         extra_tool_specs: Sequence[dict[str, Any]] = (),
+        services: dict[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.executor = executor
@@ -155,6 +156,8 @@ class TaskLoop:
         self.config = config or LoopConfig()
         self.counter = counter or counter_for(None)
         self.compressor = compressor
+        #: Live objects tools may use through ``ctx.services`` (e.g. the scheduler).
+        self.services: dict[str, Any] = services if services is not None else {}
         self.native_tools = bool(getattr(model, "native_tools", True))
         from ._toolformats import ASK_USER_SPEC
 
@@ -527,7 +530,8 @@ class TaskLoop:
             trace_id=state.trace_id, created_at=state.created_at, role=state.role,
             permissions=frozenset(state.permissions),
             workdir=Path(state.workdir) if state.workdir else None, task_id=state.task_id,
-            extra=state.extra, memory=BoundMemory(self.store, state.conversation_id))
+            extra=state.extra, memory=BoundMemory(self.store, state.conversation_id),
+            services=self.services)
 
     # --- persistence -------------------------------------------------------------------
     async def _append(self, run: _Run, messages: list[Message]) -> None:

@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     # --- tools -------------------------------------------------------------------------
     hermes_tools: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["tools.sales", "tools.recall", "tools.files",
-                                 "tools.http_fetch"],
+                                 "tools.http_fetch", "tools.schedule"],
         description="modules whose @tool functions are enabled",
     )
     tool_timeout: float = Field(30.0, gt=0)
@@ -179,6 +179,11 @@ class Settings(BaseSettings):
     hermes_approval_ttl: float = Field(900.0, gt=0)
     hermes_audit_file: Path | None = None
 
+    # --- scheduler -----------------------------------------------------------------------
+    hermes_timezone: str = Field("UTC", description="default timezone of schedules")
+    hermes_schedule_grace: float = Field(3600.0, ge=0, description="misfire grace seconds")
+    hermes_schedules_file: Path | None = None
+
     # --- sandboxes and guarded tools --------------------------------------------------
     hermes_sandbox_max_file_bytes: int = Field(1024 * 1024, ge=1)
     hermes_sandbox_max_bytes: int = Field(10 * 1024 * 1024, ge=1)
@@ -225,6 +230,17 @@ class Settings(BaseSettings):
                 except ValueError as exc:
                     raise ValueError(f"not a JSON list: {exc}") from None
             return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("hermes_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("must be an IANA timezone such as Europe/Berlin") from None
         return value
 
     @field_validator("slack_api_url")

@@ -20,6 +20,7 @@ from agent_core.store.keys import CONVERSATION_ID
 
 from .approvals import approval_signature
 from .openapi import spec
+from .scheduler import Job, Scheduler
 from .service import Gateway
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,12 @@ def setup(app: web.Application) -> None:
     app.router.add_get("/agent/audit", audit_log)
     app.router.add_route("*", "/webhook/{source}/approvals/{approval_id}/{decision}",
                          webhook_approval)
+    app.router.add_get("/agent/schedules", list_schedules)
+    app.router.add_post("/agent/schedules", create_schedule)
+    app.router.add_get("/agent/schedules/{job_id}", get_schedule)
+    app.router.add_put("/agent/schedules/{job_id}", replace_schedule)
+    app.router.add_delete("/agent/schedules/{job_id}", delete_schedule)
+    app.router.add_post("/agent/schedules/{job_id}/{action}", schedule_action)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -361,6 +368,94 @@ async def webhook_approval(request: web.Request) -> web.Response:
     if result.outcome != "decided":
         payload["error"] = result.message
     return web.json_response(payload, status=_DECISION_STATUS[result.outcome])
+
+
+def _scheduler(request: web.Request) -> Scheduler:
+    gateway = request.app[GATEWAY]
+    caller = _caller(request)
+    permissions = gateway.settings.permissions_of(gateway.settings.role_of(caller))
+    if not ({"schedule", "*"} & permissions):
+        raise _bad(403, f"{caller} lacks the 'schedule' permission")
+    assert gateway.scheduler is not None
+    return gateway.scheduler
+
+
+async def _job_body(request: web.Request, job_id: str | None = None) -> Job:
+    if request.content_type != "application/json":
+        raise _bad(415, "send the body as application/json")
+    raw = await request.read()
+    try:
+        data = json.loads(raw or b"null")
+        if not isinstance(data, dict):
+            raise ValueError("the body must be a JSON object")
+        if job_id is not None:
+            data["id"] = job_id
+        data.setdefault("run_as", _caller(request))
+        for computed in ("created_at", "next_run_at", "last_run"):
+            data.pop(computed, None)
+        return Job.model_validate(data)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                 for e in exc.errors()[:5]]
+        raise _bad(400, "invalid schedule: " + "; ".join(parts)) from None
+    except ValueError as exc:
+        raise _bad(400, f"invalid schedule: {exc}") from None
+
+
+async def list_schedules(request: web.Request) -> web.Response:
+    """Every scheduled job, by next run."""
+    jobs = await _scheduler(request).jobs()
+    return web.json_response({"jobs": [j.model_dump(mode="json") for j in jobs]})
+
+
+async def create_schedule(request: web.Request) -> web.Response:
+    """Create a job (409 if its id exists)."""
+    scheduler = _scheduler(request)
+    job = await _job_body(request)
+    if await scheduler.get(job.id) is not None:
+        raise _bad(409, f"a schedule {job.id!r} exists; PUT replaces it")
+    job = await scheduler.save(job)
+    return web.json_response(job.model_dump(mode="json"), status=201)
+
+
+async def get_schedule(request: web.Request) -> web.Response:
+    """One job."""
+    job = await _scheduler(request).get(request.match_info["job_id"])
+    if job is None:
+        raise _bad(404, "no such schedule")
+    return web.json_response(job.model_dump(mode="json"))
+
+
+async def replace_schedule(request: web.Request) -> web.Response:
+    """Create or replace a job under this id."""
+    scheduler = _scheduler(request)
+    job = await scheduler.save(await _job_body(request, request.match_info["job_id"]))
+    return web.json_response(job.model_dump(mode="json"))
+
+
+async def delete_schedule(request: web.Request) -> web.Response:
+    """Remove a job."""
+    if not await _scheduler(request).delete(request.match_info["job_id"]):
+        raise _bad(404, "no such schedule")
+    return web.json_response({"deleted": request.match_info["job_id"]})
+
+
+async def schedule_action(request: web.Request) -> web.Response:
+    """pause, resume, or run (now, outside the timetable)."""
+    scheduler = _scheduler(request)
+    job_id, action = request.match_info["job_id"], request.match_info["action"]
+    if action in ("pause", "resume"):
+        job = await scheduler.set_paused(job_id, action == "pause")
+        if job is None:
+            raise _bad(404, "no such schedule")
+        return web.json_response(job.model_dump(mode="json"))
+    if action == "run":
+        task_id = await scheduler.run_now(job_id)
+        if task_id is None:
+            raise _bad(404, "no such schedule")
+        return web.json_response({"task_id": task_id, "status_url":
+                                  f"/agent/tasks/{task_id}"}, status=202)
+    raise _bad(404, "the action must be pause, resume or run")
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable
+from zoneinfo import ZoneInfo
+
+from pydantic import ValidationError
 
 from adapters.base import InboundMessage
+from agent_core import Settings
 from agent_core.store.redis import RedisConversationStore
 
 from .queue import WorkQueue
+from .scheduler import Job, Scheduler, place_of
 
 _COMMAND = re.compile(r"^\s*/([a-z]+)(?:@\w+)?\b", re.IGNORECASE)
 
@@ -18,19 +24,30 @@ HELP = """Here is what I understand:
 • /stop: stop the running task
 • /reset: start a fresh session (older messages stay searchable)
 • /forget: delete everything this conversation stored
+• /schedule "0 9 * * MON" <what to do>: run it on a timetable and post here
+  (also: /schedule every 2h <...>, /schedule at 2026-12-01T09:00 <...>)
+• /schedules: the schedules posting here; /unschedule <id>: remove one
 • /help: this message"""
+
+_SPEC = re.compile(r'^\s*(?:"(?P<cron>[^"]+)"|every\s+(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[smhd])'
+                   r"|at\s+(?P<at>\S+))\s+(?P<prompt>.+)$", re.DOTALL | re.IGNORECASE)
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class Commands:
     """Parses and runs chat commands; each returns the text to reply with."""
 
-    NAMES = ("help", "status", "reset", "stop", "forget")
+    NAMES = ("help", "status", "reset", "stop", "forget", "schedule", "schedules",
+             "unschedule")
 
     def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
-                 model_status: Callable[[], str]) -> None:
+                 model_status: Callable[[], str], settings: Settings,
+                 scheduler: Scheduler | None = None) -> None:
         self.queue = queue
         self.store = store
         self.model_status = model_status
+        self.settings = settings
+        self.scheduler = scheduler
 
     def parse(self, text: str) -> str | None:
         """The command a message is, or None for an ordinary message."""
@@ -62,8 +79,74 @@ class Commands:
                     await self.queue.signal(cid, "stop")
                 await self.store.forget(cid)
                 return "Deleted everything this conversation had stored."
+            case "schedule":
+                return await self._schedule(msg)
+            case "schedules":
+                return await self._schedules(msg)
+            case "unschedule":
+                return await self._unschedule(msg)
             case _:
                 return HELP
+
+    def _identity(self, msg: InboundMessage) -> tuple[str, frozenset[str]]:
+        identity = f"{msg.channel}:{msg.user_id}"
+        return identity, self.settings.permissions_of(self.settings.role_of(identity))
+
+    async def _schedule(self, msg: InboundMessage) -> str:
+        if self.scheduler is None:
+            return "Scheduling is not enabled on this gateway."
+        identity, permissions = self._identity(msg)
+        if not ({"schedule", "*"} & permissions):
+            return ("You need the 'schedule' permission to create schedules here; ask an "
+                    "administrator.")
+        args = _COMMAND.sub("", msg.text, count=1)
+        match = _SPEC.match(args)
+        if match is None:
+            return ('Usage: /schedule "0 9 * * MON" <what to do> (cron, in quotes), '
+                    "/schedule every 2h <what to do>, or /schedule at 2026-12-01T09:00 "
+                    "<what to do>")
+        trigger: dict[str, object] = {}
+        if match["cron"]:
+            trigger["cron"] = match["cron"]
+        elif match["n"]:
+            trigger["every"] = float(match["n"]) * _UNITS[match["unit"].lower()]
+        else:
+            trigger["at"] = match["at"]
+        try:
+            job = await self.scheduler.create(
+                name=match["prompt"].strip()[:60], prompt=match["prompt"].strip(),
+                trigger=trigger, channel=msg.channel, reply_target=msg.reply_target,
+                room_id=msg.room_id, run_as=identity)
+        except ValidationError as exc:
+            return f"That schedule is not valid: {exc.errors()[0]['msg']}"
+        when = _when(job.next_run_at, job.trigger.timezone or self.settings.hermes_timezone)
+        return f"Scheduled {job.id}: {job.name!r}, next run {when}."
+
+    async def _schedules(self, msg: InboundMessage) -> str:
+        if self.scheduler is None:
+            return "Scheduling is not enabled on this gateway."
+        jobs = await self.scheduler.jobs(
+            target=place_of(msg.channel, msg.reply_target, msg.room_id))
+        if not jobs:
+            return "No schedules post here."
+        zone = self.settings.hermes_timezone
+        return "\n".join(
+            f"• {j.id}: {j.name!r} ({_describe(j)}), next "
+            f"{'paused' if j.paused else _when(j.next_run_at, j.trigger.timezone or zone)}"
+            for j in jobs)
+
+    async def _unschedule(self, msg: InboundMessage) -> str:
+        if self.scheduler is None:
+            return "Scheduling is not enabled on this gateway."
+        job_id = _COMMAND.sub("", msg.text, count=1).strip()
+        job = await self.scheduler.get(job_id) if job_id else None
+        if job is None:
+            return f"No schedule {job_id!r}; /schedules lists them."
+        identity, permissions = self._identity(msg)
+        if job.owner != identity and "*" not in permissions:
+            return "Only the schedule's owner or an administrator can remove it."
+        await self.scheduler.delete(job.id)
+        return f"Removed schedule {job.id}."
 
     async def _status(self, cid: str) -> str:
         snap = await self.store.snapshot(cid)
@@ -81,3 +164,18 @@ class Commands:
         if snap.plan:
             lines.append(f"plan: {snap.plan.splitlines()[0]}")
         return "\n".join(lines)
+
+
+def _when(ts: float | None, zone: str) -> str:
+    if ts is None:
+        return "never (no further runs)"
+    return dt.datetime.fromtimestamp(ts, ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _describe(job: Job) -> str:
+    t = job.trigger
+    if t.cron:
+        return f"cron {t.cron}"
+    if t.every:
+        return f"every {t.every:g}s"
+    return f"once at {t.at}"

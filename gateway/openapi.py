@@ -37,6 +37,25 @@ _RUN = {
 }
 
 
+_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_JOB = {
+    "type": "object", "required": ["prompt", "trigger", "target"],
+    "properties": {
+        "id": {"type": "string"}, "name": {"type": "string"}, "prompt": {"type": "string"},
+        "trigger": {"type": "object", "description": "one of cron, every (seconds), at",
+                    "properties": {"cron": {"type": "string"}, "every": {"type": "number"},
+                                   "at": {"type": "string", "format": "date-time"},
+                                   "timezone": {"type": "string"}}},
+        "target": {"type": "object", "properties": {
+            "channel": {"enum": ["slack", "telegram", "webhook", "api", "webchat"]},
+            "address": {"type": "object"}}},
+        "run_as": {"type": "string"}, "owner": {"type": "string"},
+        "preapproved_tools": {"type": "array", "items": {"type": "string"}},
+        "paused": {"type": "boolean"}, "misfire_grace": {"type": "number"},
+    },
+}
+
+
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
@@ -119,6 +138,31 @@ def spec() -> dict[str, Any]:
                     ("since", "number"), ("until", "number"), ("limit", "integer"))],
                 "responses": {"200": _json({"type": "object"}, "entries"),
                               **_errors(400, 401, 403)}}},
+            "/agent/schedules": {
+                "get": {"summary": "Scheduled jobs", "responses": {
+                    "200": _json({"type": "object"}, "jobs"), **_errors(401, 403)}},
+                "post": {"summary": "Create a scheduled job", "requestBody": {
+                    "required": True, "content": {"application/json": {"schema": _JOB}}},
+                    "responses": {"201": _json(_JOB, "created"),
+                                  **_errors(400, 401, 403, 409, 415)}}},
+            "/agent/schedules/{job_id}": {
+                "get": {"summary": "One job", "parameters": [_JOB_ID],
+                        "responses": {"200": _json(_JOB, "the job"), **_errors(401, 404)}},
+                "put": {"summary": "Create or replace a job", "parameters": [_JOB_ID],
+                        "requestBody": {"required": True, "content": {
+                            "application/json": {"schema": _JOB}}},
+                        "responses": {"200": _json(_JOB, "saved"),
+                                      **_errors(400, 401, 403, 415)}},
+                "delete": {"summary": "Remove a job", "parameters": [_JOB_ID],
+                           "responses": {"200": _json({"type": "object"}, "deleted"),
+                                         **_errors(401, 403, 404)}}},
+            "/agent/schedules/{job_id}/{action}": {"post": {
+                "summary": "pause, resume, or run now",
+                "parameters": [_JOB_ID, {"name": "action", "in": "path", "required": True,
+                                         "schema": {"enum": ["pause", "resume", "run"]}}],
+                "responses": {"200": _json(_JOB, "paused or resumed"),
+                              "202": _json({"type": "object"}, "run queued"),
+                              **_errors(401, 403, 404)}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [],
                                  "responses": {"200": {"description": "alive"}}}},
             "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],

@@ -39,6 +39,8 @@ class WorkItem(BaseModel):
     task_id: str
     #: For "approval": the decision to apply to a paused task.
     approval: dict[str, Any] | None = None
+    #: For "scheduled": the job's id, name, identity, owner and pre-approved tools.
+    schedule: dict[str, Any] | None = None
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     enqueued_at: float = Field(default_factory=time.time)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from adapters.base import Channel
 from adapters.pacing import Pacer
@@ -30,6 +33,7 @@ from .progress import ProgressRelay
 from .queue import WorkQueue
 from .router import Router
 from .runtime import Runtime, UnconfiguredModel, build_runtime
+from .scheduler import Scheduler
 from .worker import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -52,8 +56,10 @@ class Gateway:
         self.telegram: TelegramChannel | None = None
         self.webhook: WebhookChannel | None = None
         self.approvals: ApprovalService | None = None
+        self.scheduler: Scheduler | None = None
         self.audit: AuditLog | None = None
         self._background: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
         self._leaders: list[Leadership] = []
 
     @property
@@ -82,7 +88,10 @@ class Gateway:
 
         self.channels = {"api": PullChannel("api"), "webchat": PullChannel("webchat")}
         deliverer = Deliverer(self.channels, store.redis, settings.redis_prefix)
-        commands = Commands(queue=queue, store=store, model_status=self._model_status)
+        self.scheduler = Scheduler(store.redis, queue, settings)
+        runtime.loop.services["scheduler"] = self.scheduler
+        commands = Commands(queue=queue, store=store, model_status=self._model_status,
+                            settings=settings, scheduler=self.scheduler)
         self.router = router = Router(queue=queue, store=store,
                                       policy=AccessPolicy.from_settings(settings),
                                       deliverer=deliverer, commands=commands, settings=settings)
@@ -100,6 +109,9 @@ class Gateway:
                                   deliverer=deliverer, progress=progress, settings=settings,
                                   model_ready=self.model_ready, approvals=self.approvals)
         await self.workers.start()
+        if settings.hermes_schedules_file is not None:
+            await self._load_schedules(settings.hermes_schedules_file)
+        self.scheduler.start()
         self._start_telegram_leadership()
         if settings.conversation_ttl > 0:
             self._background.append(asyncio.create_task(self._sweep_idle()))
@@ -156,8 +168,29 @@ class Gateway:
         self._leaders.append(leader)
         leader.start()
 
+    async def _load_schedules(self, path: Path) -> None:
+        assert self.scheduler is not None
+        try:
+            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+            data = yaml.safe_load(text) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from exc
+        jobs = data.get("jobs", []) if isinstance(data, dict) else data
+        if not isinstance(jobs, list):
+            raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: expected a list of jobs")
+        try:
+            changed = await self.scheduler.load_file(jobs)
+        except ValueError as exc:
+            raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from None
+        log.info("schedules file: %d of %d jobs created or updated", changed, len(jobs))
+
     async def stop(self) -> None:
         """Stop taking work, finish or hand back running tasks, close everything."""
+        self._stopping.set()
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+        if self._background:
+            await asyncio.wait(self._background, timeout=10)
         for task in self._background:
             task.cancel()
         for leader in self._leaders:
@@ -181,10 +214,15 @@ class Gateway:
             return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
         return self.runtime.model.name if self.runtime else "configured"
 
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep, unless the gateway stops first; False once it is stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        return not self._stopping.is_set()
+
     async def _expire_approvals(self, every: float = 2.0) -> None:
         assert self.approvals is not None
-        while True:
-            await asyncio.sleep(every)
+        while await self._pause(every):
             try:
                 await self.approvals.expire_due()
             except Exception as exc:
@@ -192,8 +230,7 @@ class Gateway:
 
     async def _sweep_idle(self) -> None:
         assert self.opened is not None
-        while True:
-            await asyncio.sleep(min(3600.0, max(10.0, self.settings.conversation_ttl / 10)))
+        while await self._pause(min(3600.0, max(10.0, self.settings.conversation_ttl / 10))):
             try:
                 await self.opened.store.sweep_idle(self.settings.conversation_ttl)
             except Exception as exc:

@@ -220,8 +220,37 @@ class WorkerPool:
                 result = await self._finish_without_agent(
                     item, "Something went wrong on my side while working on this; please "
                     "try again.", "failed")
-            if result is not None:
-                await self._deliver_result(msg, result)
+            if result is None:
+                return
+            if item.kind == "scheduled" and result.outcome != "answered":
+                await self._scheduled_failure(item, result)
+                return
+            await self._deliver_result(msg, result)
+
+    async def _scheduled_failure(self, item: WorkItem, result: TaskResult) -> None:
+        """A scheduled run that did not answer: tell the target and the job's owner."""
+        assert item.schedule is not None
+        msg = item.inbound
+        notice = (f"The scheduled report {item.schedule['name']!r} "
+                  f"(job {item.schedule['job_id']}) did not complete: {result.text}")
+        await self.deliverer.deliver(OutboundMessage(
+            channel=msg.channel, conversation_id=msg.conversation_id,
+            reply_target=msg.reply_target, text=notice, kind="error",
+            task_id=result.task_id))
+        owner = str(item.schedule.get("owner") or "")
+        channel_name, _, user = owner.partition(":")
+        channel = self.channels.get(channel_name)
+        if channel is None or not user:
+            return
+        try:
+            target = await channel.direct_target(user)
+        except Exception as exc:  # NotImplementedError for pull channels, API errors
+            log.info("cannot notify the owner %s of job %s: %s", owner,
+                     item.schedule["job_id"], exc)
+            return
+        await self.deliverer.deliver(OutboundMessage(
+            channel=channel.name, conversation_id=msg.conversation_id, reply_target=target,
+            text=notice, kind="error", task_id=result.task_id))
 
     async def _execute(self, item: WorkItem) -> TaskResult | None:
         msg = item.inbound
@@ -240,6 +269,20 @@ class WorkerPool:
                                 note=str(item.approval.get("note", "")),
                                 arguments=item.approval.get("arguments"))
             runner = loop.resume(item.task_id, approval=approval, control=control)
+        elif item.kind == "scheduled" and existing is None:
+            assert item.schedule is not None
+            identity = str(item.schedule["run_as"])
+            role = self.settings.role_of(identity)
+            runner = loop.run(TaskRequest(
+                text=msg.text, conversation_id=msg.conversation_id, user_id=identity,
+                role=role, permissions=self.settings.permissions_of(role),
+                task_id=item.task_id, trace_id=item.task_id,
+                workdir=self._workdir(msg, item.task_id),
+                extra={**self.settings.tool_extra(), "channel": msg.channel,
+                       "reply_target": msg.reply_target, "unattended": True,
+                       "preapproved_tools": list(item.schedule["preapproved_tools"]),
+                       "job_id": item.schedule["job_id"]},
+                control=control))
         elif existing is not None and existing.status == "cancelled" and existing.round == 0:
             return None  # cancelled through the API before it started
         elif existing is not None and existing.status == "running":
@@ -262,11 +305,12 @@ class WorkerPool:
                     task_id=item.task_id, trace_id=item.task_id,
                     workdir=self._workdir(msg, item.task_id),
                     extra={**self.settings.tool_extra(), "channel": msg.channel,
-                           "user_name": msg.user_name},
+                           "user_name": msg.user_name, "reply_target": msg.reply_target},
                     control=control))
         task = asyncio.ensure_future(runner)
         self._running_tasks[item.task_id] = task
-        if channel is not None:
+        if channel is not None and item.kind != "scheduled":
+            # Nobody waits on a scheduled run: post its answer, without a progress display.
             await self.progress.begin(item.task_id, channel, msg.reply_target)
         try:
             result = await task

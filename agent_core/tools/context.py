@@ -35,6 +35,8 @@ class ToolContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: Search of this conversation's archive (the recall tool uses it); None outside a task.
     memory: ConversationMemory | None = None
+    #: Live services of the deployment (e.g. "scheduler"); never persisted.
+    services: Mapping[str, Any] = field(default_factory=dict)
 
     def allows(self, permission: str | None) -> bool:
         """Whether this caller holds ``permission`` (None means no permission is needed)."""

@@ -31,7 +31,7 @@ def test_tools_lists_schemas(capsys: pytest.CaptureFixture[str]) -> None:
     specs = json.loads(capsys.readouterr().out)
     assert [s["name"] for s in specs] == [
         "query_sales_data", "calc_growth_rate", "save_daily_report", "recall", "read_file",
-        "write_file", "append_file", "list_files", "http_fetch"]
+        "write_file", "append_file", "list_files", "http_fetch", "schedule_report"]
     assert specs[0]["parameters"]["required"] == ["start_date", "end_date"]
 
 

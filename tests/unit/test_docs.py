@@ -32,7 +32,7 @@ def test_env_example_copied_to_dot_env_loads_cleanly(monkeypatch: pytest.MonkeyP
     assert settings.agent_max_round == 15 and not settings.model_configured
     assert settings.redis_url is None
     assert settings.hermes_tools == ["tools.sales", "tools.recall", "tools.files",
-                                     "tools.http_fetch"]
+                                     "tools.http_fetch", "tools.schedule"]
 
 
 def test_readme_quick_start_names_the_commands_ci_runs() -> None:
