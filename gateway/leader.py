@@ -6,26 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
+from .lease import Leases
+
 log = logging.getLogger(__name__)
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
 
 class Leadership:
     """Campaigns for ``key``; runs ``on_elected`` when it wins and ``on_lost`` when the
@@ -38,12 +25,11 @@ class Leadership:
         self.on_elected = on_elected
         self.on_lost = on_lost
         self.lease_ms = int(lease * 1000)
-        self.token = uuid.uuid4().hex
+        self.token = ""
         self.leading = False
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-        self._renew = redis.register_script(_RENEW)
-        self._release = redis.register_script(_RELEASE)
+        self.leases = Leases(redis)
 
     def start(self) -> None:
         """Start campaigning in the background."""
@@ -62,20 +48,20 @@ class Leadership:
             with contextlib.suppress(Exception):
                 await self.on_lost()
             with contextlib.suppress(Exception):
-                await self._release(keys=[self.key], args=[self.token])
+                await self.leases.release(self.key, self.token)
 
     async def _campaign(self) -> None:
         interval = self.lease_ms / 1000 / 3
         while not self._stopping:
             try:
                 if self.leading:
-                    if not await self._renew(keys=[self.key], args=[self.token, self.lease_ms]):
+                    if not await self.leases.renew(self.key, self.token, self.lease_ms):
                         log.warning("lost leadership of %s", self.key)
                         self.leading = False
                         await self.on_lost()
-                elif await self.redis.set(self.key, self.token, nx=True, px=self.lease_ms):
+                elif (token := await self.leases.take(self.key, self.lease_ms)) is not None:
                     log.info("elected leader of %s", self.key)
-                    self.leading = True
+                    self.token, self.leading = token, True
                     await self.on_elected()
             except asyncio.CancelledError:
                 raise

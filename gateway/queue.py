@@ -27,6 +27,8 @@ from adapters.base import InboundMessage
 from agent_core.store.keys import Keys
 from agent_core.task import TaskState
 
+from .lease import Leases
+
 WorkKind = Literal["message", "approval", "resume", "scheduled"]
 IngestResult = Literal["queued", "duplicate", "steered"]
 
@@ -109,14 +111,6 @@ redis.call('DEL', KEYS[3])
 return {raw, redis.call('HINCRBY', KEYS[2], id, 1)}
 """
 
-# KEYS: lock   ARGV: token, lease_ms
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-
 # Remove the finished head item; move leftover steer messages into the queue; release the
 # lock (and leave `pending`) only if nothing is left.
 # KEYS: lock, queue, pending, steer, attempts   ARGV: token, item_id, cid
@@ -142,15 +136,6 @@ end
 return left
 """
 
-# KEYS: lock   ARGV: token
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-
 class WorkQueue:
     """Ingest, claim, renew, complete: the queue's whole protocol."""
 
@@ -163,9 +148,8 @@ class WorkQueue:
         self.dedupe_ttl = dedupe_ttl
         self._ingest = redis.register_script(_INGEST)
         self._head = redis.register_script(_HEAD)
-        self._renew = redis.register_script(_RENEW)
         self._complete = redis.register_script(_COMPLETE)
-        self._release = redis.register_script(_RELEASE)
+        self.leases = Leases(redis)
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
                      placeholder: TaskState | None = None) -> IngestResult:
@@ -213,7 +197,7 @@ class WorkQueue:
 
     async def renew(self, cid: str, token: str) -> bool:
         """Extend the lease; False if it was lost (expired and taken by someone else)."""
-        return bool(await self._renew(keys=[self.keys.lock(cid)], args=[token, self.lease_ms]))
+        return await self.leases.renew(self.keys.lock(cid), token, self.lease_ms)
 
     async def head(self, cid: str) -> tuple[WorkItem, int] | None:
         """The item at the head of the queue and how many times it was started; flags left
@@ -237,7 +221,7 @@ class WorkQueue:
 
     async def release(self, cid: str, token: str) -> None:
         """Give the lock back without completing (shutdown); the item stays queued."""
-        await self._release(keys=[self.keys.lock(cid)], args=[token])
+        await self.leases.release(self.keys.lock(cid), token)
         await self.redis.lpush(self.keys.wake(), cid)
 
     async def take_steering(self, cid: str) -> list[WorkItem]:

@@ -15,7 +15,6 @@ from typing import Literal
 from adapters.base import InboundMessage, OutboundMessage
 from agent_core import Settings, TaskState
 from agent_core.store.keys import check_conversation_id
-from agent_core.store.redis import RedisConversationStore
 
 from .access import AccessPolicy
 from .commands import Commands
@@ -44,11 +43,9 @@ class Routed:
 class Router:
     """Ingests normalised messages from every adapter."""
 
-    def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
-                 policy: AccessPolicy, deliverer: Deliverer, commands: Commands,
-                 settings: Settings) -> None:
+    def __init__(self, *, queue: WorkQueue, policy: AccessPolicy, deliverer: Deliverer,
+                 commands: Commands, settings: Settings) -> None:
         self.queue = queue
-        self.store = store
         self.policy = policy
         self.deliverer = deliverer
         self.commands = commands

@@ -92,8 +92,7 @@ class Gateway:
         runtime.loop.services["scheduler"] = self.scheduler
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
                             settings=settings, scheduler=self.scheduler)
-        self.router = router = Router(queue=queue, store=store,
-                                      policy=AccessPolicy.from_settings(settings),
+        self.router = router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                                       deliverer=deliverer, commands=commands, settings=settings)
         self._build_channels(router)
         self.approvals = ApprovalService(store.redis, settings=settings, channels=self.channels,

@@ -271,18 +271,10 @@ class WorkerPool:
             runner = loop.resume(item.task_id, approval=approval, control=control)
         elif item.kind == "scheduled" and existing is None:
             assert item.schedule is not None
-            identity = str(item.schedule["run_as"])
-            role = self.settings.role_of(identity)
-            runner = loop.run(TaskRequest(
-                text=msg.text, conversation_id=msg.conversation_id, user_id=identity,
-                role=role, permissions=self.settings.permissions_of(role),
-                task_id=item.task_id, trace_id=item.task_id,
-                workdir=self._workdir(msg, item.task_id),
-                extra={**self.settings.tool_extra(), "channel": msg.channel,
-                       "reply_target": msg.reply_target, "unattended": True,
-                       "preapproved_tools": list(item.schedule["preapproved_tools"]),
-                       "job_id": item.schedule["job_id"]},
-                control=control))
+            runner = loop.run(self._request(
+                item, str(item.schedule["run_as"]), control, unattended=True,
+                preapproved_tools=list(item.schedule["preapproved_tools"]),
+                job_id=item.schedule["job_id"]))
         elif existing is not None and existing.status == "cancelled" and existing.round == 0:
             return None  # cancelled through the API before it started
         elif existing is not None and existing.status == "running":
@@ -297,16 +289,8 @@ class WorkerPool:
                 await self._mark_merged(item.task_id, waiting.task_id, msg)
                 runner = loop.resume(waiting.task_id, reply=msg.text, control=control)
             else:
-                identity = f"{msg.channel}:{msg.user_id}"
-                role = self.settings.role_of(identity)
-                runner = loop.run(TaskRequest(
-                    text=msg.text, conversation_id=msg.conversation_id, user_id=identity,
-                    role=role, permissions=self.settings.permissions_of(role),
-                    task_id=item.task_id, trace_id=item.task_id,
-                    workdir=self._workdir(msg, item.task_id),
-                    extra={**self.settings.tool_extra(), "channel": msg.channel,
-                           "user_name": msg.user_name, "reply_target": msg.reply_target},
-                    control=control))
+                runner = loop.run(self._request(item, f"{msg.channel}:{msg.user_id}", control,
+                                                user_name=msg.user_name))
         task = asyncio.ensure_future(runner)
         self._running_tasks[item.task_id] = task
         if channel is not None and item.kind != "scheduled":
@@ -326,6 +310,19 @@ class WorkerPool:
         if result.outcome == "asked_user":
             await store.set_waiting(msg.conversation_id, result.task_id)
         return result
+
+    def _request(self, item: WorkItem, identity: str, control: TaskControl,
+                 **extra: Any) -> TaskRequest:
+        """A new task for ``item``, run as ``identity`` with that identity's role."""
+        msg = item.inbound
+        role = self.settings.role_of(identity)
+        return TaskRequest(
+            text=msg.text, conversation_id=msg.conversation_id, user_id=identity, role=role,
+            permissions=self.settings.permissions_of(role), task_id=item.task_id,
+            trace_id=item.task_id, workdir=self._workdir(msg, item.task_id),
+            extra={**self.settings.tool_extra(), "channel": msg.channel,
+                   "reply_target": msg.reply_target, **extra},
+            control=control)
 
     async def _finish_without_agent(self, item: WorkItem, text: str, outcome: Any
                                     ) -> TaskResult:
