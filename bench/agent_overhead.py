@@ -82,7 +82,9 @@ async def measure(steps: int, counter_name: str) -> list[float]:
     loop = TaskLoop(
         model=InstantModel(steps + 1), executor=ToolExecutor(ToolRegistry([noop])),
         store=store, bus=bus, counter=counter,
-        config=LoopConfig(max_rounds=steps + 5, replan_every=0,
+        # evict_to=1.0 keeps the window at 50 messages every step (eviction included),
+        # the worst case for the runtime's own cost.
+        config=LoopConfig(max_rounds=steps + 5, replan_every=0, evict_to=1.0,
                           max_context_messages=CONTEXT_MESSAGES, task_timeout=600))
     result = await loop.run(TaskRequest(text="go", conversation_id="bench"))
     assert result.outcome == "answered", result.text
