@@ -61,6 +61,8 @@ class SlackChannel(Channel):
     ) -> None:
         self.client = AsyncWebClient(token=bot_token, base_url=api_url)
         self.client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
+        # Without a signing secret only Socket Mode is open: handle() refuses HTTP requests.
+        self.signing_secret = signing_secret
         self.app = AsyncApp(
             client=self.client, signing_secret=signing_secret or "socket-mode-only",
             process_before_response=True,
@@ -95,6 +97,9 @@ class SlackChannel(Channel):
 
     async def handle(self, request: web.Request) -> web.Response:
         """``POST /slack/events``: signature checked by bolt, then dispatched."""
+        if self.signing_secret is None:
+            return web.json_response(
+                {"error": "the Events API over HTTP needs SLACK_SIGNING_SECRET"}, status=401)
         body = await request.text()
         if len(body) > 1_000_000:
             return web.json_response({"error": "body too large"}, status=413)

@@ -141,6 +141,8 @@ class Settings(BaseSettings):
     context_warn_ratio: float = Field(0.8, gt=0, le=1)
     max_observation_tokens: int = Field(2000, ge=100)
     context_summary_model: ModelSpec | None = None
+    recall_embeddings: ModelSpec | None = Field(
+        None, description="an OpenAI-compatible /embeddings model for recall (optional)")
 
     # --- gateway service ---------------------------------------------------------------
     hermes_host: str = "127.0.0.1"

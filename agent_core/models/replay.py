@@ -9,6 +9,7 @@ and the load benchmark uses its ``responder`` with a fixed latency.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import uuid
@@ -70,11 +71,13 @@ class ReplayModelServer:
     """Serves scripted items in order; a ``responder`` answers once the script runs out."""
 
     def __init__(self, script: Iterable[Item] = (), *, responder: Responder | None = None,
-                 latency: float = 0.0, chunk_size: int = 7) -> None:
+                 latency: float = 0.0, chunk_size: int = 7,
+                 embed: Callable[[str], list[float]] | None = None) -> None:
         self.script: deque[Item] = deque(script)
         self.responder = responder
         self.latency = latency
         self.chunk_size = chunk_size
+        self.embed = embed or hashed_embedding
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.model_seconds = 0.0
         self._runner: web.AppRunner | None = None
@@ -95,6 +98,7 @@ class ReplayModelServer:
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/api/chat", self._ollama)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -234,6 +238,16 @@ class ReplayModelServer:
         lines = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
         return await _stream(request, lines, "text/event-stream")
 
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append((request.path, body))
+        texts = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
+        return web.json_response({
+            "object": "list", "model": body.get("model", "replay"),
+            "data": [{"object": "embedding", "index": i, "embedding": self.embed(str(t))}
+                     for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
     async def _ollama(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
         if isinstance(item, Failure):
@@ -259,6 +273,14 @@ class ReplayModelServer:
         lines.append(json.dumps({**final, "message": {"role": "assistant",
                                                       "content": ""}}) + "\n")
         return await _stream(request, lines, "application/x-ndjson")
+
+
+def hashed_embedding(text: str, dims: int = 64) -> list[float]:
+    """A deterministic stand-in embedding: words hashed into ``dims`` buckets."""
+    vector = [0.0] * dims
+    for word in text.lower().split():
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dims] += 1.0
+    return vector
 
 
 def _args_text(arguments: Any) -> str:

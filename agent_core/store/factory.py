@@ -6,8 +6,10 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ..models._http import ModelHTTP
 from ..settings import Settings
 from .embedded import EmbeddedValkey
+from .embeddings import OpenAIEmbedder
 from .redis import RedisConversationStore, connect
 
 log = logging.getLogger(__name__)
@@ -24,9 +26,24 @@ class OpenStore:
 
     async def close(self) -> None:
         """Close the client, and stop the embedded server if this process started it."""
+        if self.store.embedder is not None:
+            await self.store.embedder.aclose()
         await self.store.aclose()
         if self.embedded is not None:
             await self.embedded.stop()
+
+
+def build_embedder(settings: Settings) -> OpenAIEmbedder | None:
+    """The recall embedder named by RECALL_EMBEDDINGS, if any."""
+    spec = settings.recall_embeddings
+    if spec is None:
+        return None
+    key = spec.resolved_key()
+    headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+    http = ModelHTTP(provider=spec.provider, base_url=spec.url(), headers=headers,
+                     timeout=settings.llm_timeout, max_retries=settings.llm_max_retries,
+                     key_setting=spec.api_key_env or "RECALL_EMBEDDINGS")
+    return OpenAIEmbedder(http, spec.model_name)
 
 
 async def open_store(settings: Settings) -> OpenStore:
@@ -43,7 +60,8 @@ async def open_store(settings: Settings) -> OpenStore:
         location = f"embedded valkey 127.0.0.1:{info.port} ({embedded.dir})"
     store = RedisConversationStore(
         connect(url), prefix=settings.redis_prefix,
-        max_archive=settings.conversation_max_archive, task_retention=settings.task_retention)
+        max_archive=settings.conversation_max_archive, task_retention=settings.task_retention,
+        embedder=build_embedder(settings))
     try:
         await store.ping()
     except Exception:

@@ -67,6 +67,10 @@ class Keys:
         """STRING of packed (seq, tf, doclen) postings of one term (APPEND-only)."""
         return self.conv(cid, f"t:{term}")
 
+    def vectors(self, cid: str) -> str:
+        """HASH: archive sequence number -> packed unit embedding (with RECALL_EMBEDDINGS)."""
+        return self.conv(cid, "vectors")
+
     def conv_tasks(self, cid: str) -> str:
         """SET of task ids of one conversation."""
         return self.conv(cid, "tasks")

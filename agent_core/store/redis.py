@@ -36,6 +36,7 @@ from ..errors import StoreUnavailableError
 from ..messages import Message
 from ..task import TaskState
 from .base import ArchiveHit, ConversationStore, Snapshot, WindowSize
+from .embeddings import Embedder, cosine, fuse, pack
 from .keys import Keys, check_conversation_id
 from .search import bm25, idf, query_terms, terms
 
@@ -48,6 +49,8 @@ _POSTING = struct.Struct("<IHH")
 _MAX_QUERY_TERMS = 16
 _SUMMARY_CHARS = 200
 _FINISHED = ("answered", "failed", "limit", "invalid", "cancelled")
+_CANDIDATES = 10  # keyword candidates per requested hit, for re-ranking by vector
+_RECENT = 500  # most recent archived messages also compared by vector
 
 # One atomic step per append: the messages, the window's size, activity times, the task.
 # KEYS: window, meta, conversations, task, conv_tasks
@@ -134,9 +137,11 @@ class RedisConversationStore(ConversationStore):
     """The production store. One client, shared by every task of the process."""
 
     def __init__(self, client: aioredis.Redis, *, prefix: str = "hermes",
-                 max_archive: int = 100_000, task_retention: float = 7 * 86400) -> None:
+                 max_archive: int = 100_000, task_retention: float = 7 * 86400,
+                 embedder: Embedder | None = None) -> None:
         self.redis = client
         self.keys = Keys(prefix)
+        self.embedder = embedder
         self._archive = client.register_script(_ARCHIVE)
         self._append = client.register_script(_APPEND)
         self._scripts_loaded = False
@@ -206,6 +211,7 @@ class RedisConversationStore(ConversationStore):
                         return False  # another writer rewrote the window; evict next time
                     new_window = [*keep, *current[len(expected):]]
                     fresh = await self._not_yet_archived(pipe, cid, archive)
+                    vectors = await self._vectors(fresh)
                     first_seq = 0
                     if fresh:
                         first_seq = int(await pipe.incrby(self.keys.archive_seq(cid),
@@ -217,6 +223,8 @@ class RedisConversationStore(ConversationStore):
                     pipe.hset(self.keys.meta(cid), "window_tokens",
                               sum(m.tokens for m in new_window))
                     self._queue_archive(pipe, cid, fresh, first_seq)
+                    for offset, vector in enumerate(vectors):
+                        pipe.hset(self.keys.vectors(cid), str(first_seq + offset), vector)
                     await pipe.execute()
                     break
                 except WatchError:
@@ -240,6 +248,18 @@ class RedisConversationStore(ConversationStore):
             if known is None:
                 unique.setdefault(m.id, m)
         return list(unique.values())
+
+    async def _vectors(self, messages: list[Message]) -> list[bytes]:
+        """Packed embeddings of messages about to be archived (none without an embedder)."""
+        if self.embedder is None or not messages:
+            return []
+        try:
+            found = await self.embedder.embed([f"{m.name or ''} {m.content}".strip()
+                                               for m in messages])
+        except Exception as exc:  # keyword recall still works without the vectors
+            log.warning("could not embed %d archived messages: %s", len(messages), exc)
+            return []
+        return [pack(v) for v in found]
 
     def _queue_archive(self, pipe: Any, cid: str, messages: list[Message], first_seq: int
                        ) -> None:
@@ -277,6 +297,7 @@ class RedisConversationStore(ConversationStore):
         ids = [json.loads(d)["id"] for d in docs if d]
         pipe = self.redis.pipeline(transaction=True)
         pipe.hdel(self.keys.archive(cid), *doomed)
+        pipe.hdel(self.keys.vectors(cid), *doomed)
         if ids:
             pipe.hdel(self.keys.archive_ids(cid), *ids)
         pipe.hset(meta, "archive_floor", low)
@@ -325,13 +346,14 @@ class RedisConversationStore(ConversationStore):
                      ) -> list[ArchiveHit]:
         cid = check_conversation_id(conversation_id)
         wanted = query_terms(query)[:_MAX_QUERY_TERMS]
-        if not wanted or limit <= 0:
+        if limit <= 0 or not (wanted or self.embedder):
             return []
         pipe = self.redis.pipeline(transaction=False)
         pipe.hmget(self.keys.meta(cid), ["archived", "archived_terms", "archive_floor"])
+        pipe.get(self.keys.archive_seq(cid))
         for term in wanted:
             pipe.get(self.keys.postings(cid, term))
-        (count, total_terms, floor), *postings = await pipe.execute()
+        (count, total_terms, floor), last_seq, *postings = await pipe.execute()
         docs = int(count or 0)
         if docs == 0:
             return []
@@ -347,7 +369,11 @@ class RedisConversationStore(ConversationStore):
             for seq, tf, length in _POSTING.iter_unpack(raw):
                 if seq > floor_seq:
                     scores[seq] = scores.get(seq, 0.0) + bm25(tf, length, avg, weight)
-        best = heapq.nlargest(limit, scores.items(), key=lambda kv: kv[1])
+        if self.embedder is not None:
+            best = await self._rerank(cid, query, scores, limit=limit,
+                                      last_seq=int(last_seq or 0), floor_seq=floor_seq)
+        else:
+            best = heapq.nlargest(limit, scores.items(), key=lambda kv: kv[1])
         if not best:
             return []
         found = await self.redis.hmget(self.keys.archive(cid), [str(s) for s, _ in best])
@@ -360,6 +386,29 @@ class RedisConversationStore(ConversationStore):
                                    doc.get("content", ""), doc.get("summary", ""),
                                    float(doc.get("ts", 0)), int(doc.get("round", 0)), score))
         return hits
+
+    async def _rerank(self, cid: str, query: str, scores: dict[int, float], *, limit: int,
+                      last_seq: int, floor_seq: int) -> list[tuple[int, float]]:
+        """Keyword candidates and the most recent archived messages, ranked by keywords and
+        by cosine similarity, fused."""
+        assert self.embedder is not None
+        keyword = [s for s, _ in heapq.nlargest(limit * _CANDIDATES, scores.items(),
+                                                key=lambda kv: kv[1])]
+        recent = list(range(last_seq, max(floor_seq, last_seq - _RECENT), -1))
+        candidates = list(dict.fromkeys(keyword + recent))
+        try:
+            [query_vector] = await self.embedder.embed([query])
+        except Exception as exc:
+            log.warning("recall falls back to keywords: cannot embed the query: %s", exc)
+            return [(s, scores[s]) for s in keyword[:limit]]
+        packed: list[Any] = await self.redis.hmget(self.keys.vectors(cid),
+                                                   [str(s) for s in candidates])
+        similar = sorted(((cosine(query_vector, v), s) for s, v in zip(candidates, packed,
+                                                                       strict=True) if v),
+                         reverse=True)
+        by_vector = [s for sim, s in similar if sim > 0]
+        fused = fuse(keyword, by_vector)[:limit]
+        return [(s, scores.get(s, 0.0)) for s in fused]
 
     # --- lifecycle ---------------------------------------------------------------------
     @_unavailable

@@ -212,3 +212,18 @@ async def test_a_store_outage_answers_503_so_slack_retries(make_gateway: Gateway
         assert response.status == 503 and response.headers["Retry-After"] == "5"
     finally:
         await server.stop()
+
+
+async def test_socket_mode_receives_events_and_acks_them(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, slack_signing_secret=None,
+                           slack_app_token="xapp-1-test-socket-token")
+    assert h.slack is not None
+    await h.wait_for(lambda: bool(h.slack.sockets))  # type: ignore[union-attr]
+    h.model.responder = answer_echo
+    envelope = await h.slack.push_event(json.loads(event_body(mention("over the socket"))))
+    await h.wait_for(lambda: any(a["text"] == "answer to: over the socket"
+                                 for a in answers(h)))
+    assert envelope in h.slack.socket_acks
+    # Without a signing secret the HTTP endpoint refuses everything.
+    response = await send(h, event_body(mention("over http")))
+    assert response.status == 401

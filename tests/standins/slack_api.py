@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import uuid
 from collections import deque
 from typing import Any
 from urllib.parse import parse_qsl
@@ -25,6 +26,9 @@ class SlackAPI:
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.root = ""
+        self.sockets: list[web.WebSocketResponse] = []
+        self.socket_acks: list[str] = []
 
     def fail(self, method: str, status: int, times: int = 1,
              headers: dict[str, str] | None = None) -> None:
@@ -38,16 +42,41 @@ class SlackAPI:
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle)
+        app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/api/"
+        self.root = f"127.0.0.1:{self._runner.addresses[0][1]}"
+        self.url = f"http://{self.root}/api/"
         return self.url
 
     async def stop(self) -> None:
+        for ws in self.sockets:
+            await ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def push_event(self, body: dict[str, Any]) -> str:
+        """Deliver an Events API body over Socket Mode, as Slack does; the envelope id."""
+        envelope = uuid.uuid4().hex
+        await self.sockets[-1].send_json({
+            "envelope_id": envelope, "type": "events_api", "payload": body,
+            "accepts_response_payload": False, "retry_attempt": 0, "retry_reason": ""})
+        return envelope
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        await ws.send_json({"type": "hello", "num_connections": 1,
+                            "connection_info": {"app_id": "A1"}})
+        async for message in ws:
+            if message.type.name == "TEXT":
+                ack = json.loads(message.data)
+                if "envelope_id" in ack:
+                    self.socket_acks.append(ack["envelope_id"])
+        return ws
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -60,6 +89,10 @@ class SlackAPI:
                 if isinstance(params.get(key), str):
                     params[key] = json.loads(params[key])
         params = {**dict(request.query), **params}  # some methods send query parameters
+        if method == "apps.connections.open":
+            if not request.headers.get("Authorization", "").startswith("Bearer xapp-"):
+                return web.json_response({"ok": False, "error": "not_authed"})
+            return web.json_response({"ok": True, "url": f"ws://{self.root}/socket"})
         if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
             return web.json_response({"ok": False, "error": "not_authed"})
         queue = self.failures.get(method)
