@@ -5,12 +5,15 @@ previous answer arrived), to a gateway running in its own process (``hermes-gate
 with an embedded Valkey), backed by the scripted model server with a fixed latency. The
 answers come back to a local callback receiver.
 
-Prints ack latency p50/p99, end-to-end throughput, gateway-added latency (end-to-end minus
-the model time the gateway itself measured for the task, from its TaskReport), the
-gateway's CPU per answer, and lost, duplicated or wrong answers.
+Prints ack latency p50/p99 (all messages; then apart, the first message of every
+conversation, which all arrive at the same instant on fresh connections, and the later
+ones), end-to-end throughput, gateway-added latency (end-to-end minus the model time the
+gateway itself measured for the task, from its TaskReport), the gateway's CPU per answer,
+and lost, duplicated or wrong answers.
 
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 5]
-                                           [--model-latency 0.05]
+                                           [--model-latency 0.05] [--workers 32]
+                                           [--replicas 1]
 
 Targets on the reference machine (2 cores): ack p99 < 50 ms at 200 concurrent
 conversations; gateway-added latency p50 < 5 ms; zero lost or duplicated answers.
@@ -53,7 +56,7 @@ def percentile(values: list[float], p: float) -> float:
 
 
 async def main(conversations: int, messages: int, latency: float, port: int,
-               replicas: int) -> int:
+               replicas: int, workers: int) -> int:
     answers: dict[str, asyncio.Future[float]] = {}
     received: dict[str, int] = defaultdict(int)
 
@@ -89,7 +92,7 @@ async def main(conversations: int, messages: int, latency: float, port: int,
            "LLM_PROVIDER": "openai", "LLM_MODEL_NAME": "bench",
            "LLM_BASE_URL": model.openai_url, "LLM_API_KEY": "sk-bench-0123456789abcdef",
            "LLM_MAX_RETRIES": "0", "AGENT_REPLAN_EVERY": "0", "LOG_LEVEL": "WARNING",
-           "HERMES_WORKERS": str(min(256, conversations)),
+           "HERMES_WORKERS": str(workers),
            "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),
            "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "REDIS_URL": ""}
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get(
@@ -105,6 +108,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
             await asyncio.sleep(1.5)
     bases = [f"http://127.0.0.1:{port + i}" for i in range(replicas)]
     acks: list[float] = []
+    first_acks: list[float] = []
+    later_acks: list[float] = []
     e2e: dict[str, float] = {}
     model_time: dict[str, float] = {}
     try:
@@ -135,6 +140,7 @@ async def main(conversations: int, messages: int, latency: float, port: int,
                         assert r.status == 202, await r.text()
                         by_task[(await r.json())["task_id"]] = text
                     acks.append(time.perf_counter() - sent)
+                    (first_acks if i == 0 else later_acks).append(acks[-1])
                     arrived = await asyncio.wait_for(answers[text], 120)
                     e2e[text] = arrived - sent
 
@@ -167,10 +173,14 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     added = [e2e[k] - model_time[k] for k in e2e]
     e2e_times = list(e2e.values())
     print(f"{conversations} conversations x {messages} messages, model latency "
-          f"{latency * 1000:.0f} ms, {replicas} gateway process(es) sharing one embedded "
-          "Valkey:")
+          f"{latency * 1000:.0f} ms, {replicas} gateway process(es) with {workers} workers "
+          "each, sharing one embedded Valkey:")
     print(f"  ack latency      p50 {percentile(acks, .5) * 1000:7.2f} ms   "
           f"p99 {percentile(acks, .99) * 1000:7.2f} ms   (target p99 < 50 ms)")
+    for label, values in (("first messages", first_acks), ("later messages", later_acks)):
+        if values:
+            print(f"    {label:14} p50 {percentile(values, .5) * 1000:7.2f} ms   "
+                  f"p99 {percentile(values, .99) * 1000:7.2f} ms")
     print(f"  end to end       p50 {percentile(e2e_times, .5) * 1000:7.2f} ms   "
           f"p99 {percentile(e2e_times, .99) * 1000:7.2f} ms")
     print(f"  gateway-added    p50 {percentile(added, .5) * 1000:7.2f} ms   "
@@ -192,6 +202,8 @@ if __name__ == "__main__":
     parser.add_argument("--model-latency", type=float, default=0.05)
     parser.add_argument("--port", type=int, default=18931)
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=32,
+                        help="HERMES_WORKERS: concurrent tasks per gateway process")
     args = parser.parse_args()
     sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
-                              args.port, args.replicas)))
+                              args.port, args.replicas, args.workers)))

@@ -4,7 +4,9 @@ Prints, at archive sizes of 100, 10 000 and 100 000 messages:
 - Redis round trips and time to assemble the context for one model call (must not grow
   with the archive);
 - recall latency (p50 / p95) over varied keyword queries;
-- bytes stored per archived message (server memory growth / messages).
+- bytes stored per archived message (server memory growth / messages);
+and, first, the CPU to open 200 pooled connections at once with redis-py's default
+handshake and with the lean one ``connect`` uses.
 
     .venv/bin/python bench/memory.py [--sizes 100,10000,100000]
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import resource
 import statistics
 import tempfile
 import time
@@ -31,7 +34,7 @@ from agent_core.messages import Message
 from agent_core.models import ModelAdapter, ModelRequest, ModelResponse
 from agent_core.report import TaskReport
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.store.redis import RedisConversationStore, connect
+from agent_core.store.redis import RedisConversationStore, _lean_handshake, connect
 from agent_core.task import RuntimeState, TaskState
 from tools.recall import recall
 
@@ -125,9 +128,51 @@ async def measure(store: RedisConversationStore, cid: str, rng: random.Random
             "recall_p95_ms": recall_times[int(len(recall_times) * 0.95)] * 1000}
 
 
+def _redis_py_handshake() -> dict[str, Any]:
+    """redis-py's own defaults for the options ``connect`` overrides."""
+    lean = _lean_handshake()
+    defaults: dict[str, Any] = {}
+    if "driver_info" in lean:
+        from redis.driver_info import DriverInfo
+
+        defaults["driver_info"] = DriverInfo()
+    else:
+        from redis.utils import get_lib_version
+
+        defaults.update(lib_name="redis-py", lib_version=get_lib_version())
+    if "maint_notifications_config" in lean:
+        from redis.maint_notifications import MaintNotificationsConfig
+
+        defaults["maint_notifications_config"] = MaintNotificationsConfig()
+    return defaults
+
+
+async def connection_setup(url: str, connections: int = 200) -> None:
+    """Process CPU to open a pool of ``connections`` at once (median of 5)."""
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    figures = {}
+    for name, options in (("redis-py default handshake", _redis_py_handshake()),
+                          ("lean handshake", {})):
+        runs = []
+        for _ in range(5):
+            client = connect(url, **options)
+            before = cpu()
+            await asyncio.gather(*(client.ping() for _ in range(connections)))
+            runs.append(cpu() - before)
+            await client.aclose()
+        figures[name] = statistics.median(runs)
+    print(f"opening {connections} connections at once: " + ", ".join(
+        f"{name} {value * 1000:.0f} ms CPU" for name, value in figures.items()))
+
+
 async def main(sizes: list[int]) -> None:
     server = EmbeddedValkey(Path(tempfile.mkdtemp(prefix="hermes-bench-")))
     info = await server.start()
+    await connection_setup(info.url)
     store = RedisConversationStore(connect(info.url), prefix="bench",
                                    max_archive=max(sizes) + 1000)
     rng = random.Random(42)

@@ -38,8 +38,11 @@ _SKIP = {"MODEL_DELTA"}  # streamed text fragments: too many entries to keep
 class EventLog:
     """Writes events to ``task:<id>:events`` streams and reads them back."""
 
-    def __init__(self, redis: Redis, keys: Keys, *, retention: float) -> None:
+    def __init__(self, redis: Redis, keys: Keys, *, retention: float,
+                 blocking: Redis | None = None) -> None:
         self.redis = redis
+        #: The client for XREAD BLOCK (its own pool; see ``OpenStore.blocking``).
+        self.blocking = blocking or redis
         self.keys = keys
         self.retention = int(retention)
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -108,8 +111,8 @@ class EventLog:
             last = item["id"]
             yield item
         while True:
-            rows: Any = await self.redis.xread({self.keys.task_events(task_id): last},
-                                               block=int(poll * 1000), count=500)
+            rows: Any = await self.blocking.xread({self.keys.task_events(task_id): last},
+                                                  block=int(poll * 1000), count=500)
             if not rows:
                 yield {"id": None, "type": "KEEPALIVE"}
                 continue

@@ -92,7 +92,7 @@ if ARGV[5] == 'steer' and redis.call('EXISTS', KEYS[6]) == 1 then
 end
 redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2])
-redis.call('LPUSH', KEYS[4], ARGV[2])
+redis.call('RPUSH', KEYS[4], ARGV[2])
 if ARGV[6] ~= '' then
   redis.call('SET', KEYS[7], ARGV[6], 'NX')
   redis.call('SADD', KEYS[8], ARGV[7])
@@ -140,8 +140,10 @@ class WorkQueue:
     """Ingest, claim, renew, complete: the queue's whole protocol."""
 
     def __init__(self, redis: Redis, prefix: str, *, lease: float = 30.0,
-                 dedupe_ttl: int = 86400) -> None:
+                 dedupe_ttl: int = 86400, blocking: Redis | None = None) -> None:
         self.redis = redis
+        #: The client for BLMPOP (its own pool; see ``OpenStore.blocking``).
+        self.blocking = blocking or redis
         self.keys = QueueKeys(prefix)
         self.store_keys = Keys(prefix)
         self.lease_ms = int(lease * 1000)
@@ -173,8 +175,8 @@ class WorkQueue:
     async def wait_for_work(self, wait: float, batch: int = 100) -> list[str]:
         """Conversations someone woke (waiting up to ``wait`` seconds for the first), in
         wake order, without duplicates."""
-        found: Any = await self.redis.blmpop(wait, 1, self.keys.wake(), direction="LEFT",
-                                             count=batch)
+        found: Any = await self.blocking.blmpop(wait, 1, self.keys.wake(), direction="LEFT",
+                                                count=batch)
         if not found:
             return []
         return list(dict.fromkeys(_text(c) for c in found[1]))
@@ -216,11 +218,13 @@ class WorkQueue:
         return int(await self._complete(keys=keys, args=[token, item_id, cid]))
 
     async def wake(self, cid: str) -> None:
-        """Ask a worker (of any replica) to look at a conversation."""
-        await self.redis.lpush(self.keys.wake(), cid)
+        """Ask a worker (of any replica) to look at a conversation, after those already
+        waiting (wakes are first in, first out)."""
+        await self.redis.rpush(self.keys.wake(), cid)
 
     async def release(self, cid: str, token: str) -> None:
-        """Give the lock back without completing (shutdown); the item stays queued."""
+        """Give the lock back without completing (shutdown); the item stays queued and is
+        woken ahead of newer work."""
         await self.leases.release(self.keys.lock(cid), token)
         await self.redis.lpush(self.keys.wake(), cid)
 

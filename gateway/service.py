@@ -79,8 +79,10 @@ class Gateway:
         self.runtime = runtime = build_runtime(settings, store=store, model=model,
                                                audit=self.audit)
         self.queue = queue = WorkQueue(store.redis, settings.redis_prefix,
-                                       lease=settings.hermes_lease_seconds)
-        self.eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention)
+                                       lease=settings.hermes_lease_seconds,
+                                       blocking=self.opened.blocking)
+        self.eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention,
+                                 blocking=self.opened.blocking)
         self.eventlog.start()
         runtime.bus.subscribe(self.eventlog)
         progress = ProgressRelay()

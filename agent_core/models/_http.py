@@ -34,6 +34,7 @@ from ..errors import (
     ModelUnreachableError,
 )
 from ..redaction import redact
+from ._transport import AiohttpTransport
 from .base import ModelRequest
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class ModelHTTP:
-    """An httpx client with the retry and error rules every adapter shares."""
+    """An httpx client (over aiohttp's pool, see ``_transport``) with the retry and error
+    rules every adapter shares."""
 
     def __init__(
         self,
@@ -73,9 +75,9 @@ class ModelHTTP:
         self.backoff_base = backoff_base
         self._sleep = sleep
         self._client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, transport=transport,
+            base_url=self.base_url, headers=headers,
+            transport=transport or AiohttpTransport(max_connections=200),
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
         )
 
     async def aclose(self) -> None:

@@ -6,13 +6,18 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from redis.asyncio import Redis
+
 from ..models._http import ModelHTTP
 from ..settings import Settings
 from .embedded import EmbeddedValkey
 from .embeddings import OpenAIEmbedder
-from .redis import RedisConversationStore, connect
+from .redis import RedisConversationStore, connect, warm
 
 log = logging.getLogger(__name__)
+
+#: Concurrent blocking reads (one per SSE follower and one per dispatcher) per process.
+_BLOCKING_CONNECTIONS = 2048
 
 
 @dataclass
@@ -23,12 +28,16 @@ class OpenStore:
     embedded: EmbeddedValkey | None
     #: Where the store is, without credentials (for logs and /readyz).
     location: str
+    #: A second client for blocking reads (XREAD BLOCK, BLMPOP), so that many idle
+    #: followers can never take every connection of the store's own pool.
+    blocking: Redis
 
     async def close(self) -> None:
-        """Close the client, and stop the embedded server if this process started it."""
+        """Close the clients, and stop the embedded server if this process started it."""
         if self.store.embedder is not None:
             await self.store.embedder.aclose()
         await self.store.aclose()
+        await self.blocking.aclose()
         if self.embedded is not None:
             await self.embedded.stop()
 
@@ -62,12 +71,15 @@ async def open_store(settings: Settings) -> OpenStore:
         connect(url), prefix=settings.redis_prefix,
         max_archive=settings.conversation_max_archive, task_retention=settings.task_retention,
         embedder=build_embedder(settings))
+    blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS)
     try:
         await store.ping()
+        await warm(store.redis, min(settings.hermes_workers + 8, 128))
     except Exception:
         await store.aclose()
+        await blocking.aclose()
         if embedded is not None:
             await embedded.stop()
         raise
     log.info("conversation store: %s", location)
-    return OpenStore(store, embedded, location)
+    return OpenStore(store, embedded, location, blocking)

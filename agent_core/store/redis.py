@@ -15,6 +15,7 @@ window rewrites are transactions. Connection failures become StoreUnavailableErr
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import heapq
 import json
@@ -111,6 +112,26 @@ def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
     return wrapper
 
 
+def _lean_handshake() -> dict[str, Any]:
+    """Options that keep a new connection to one round trip after connecting: no CLIENT
+    SETINFO (library name and version, for CLIENT LIST) and no CLIENT MAINT_NOTIFICATIONS
+    (Redis Enterprise maintenance pushes, which Valkey refuses anyway). With them, opening
+    200 connections at once took ~1.6x the CPU here (first line of ``bench/memory.py``)."""
+    options: dict[str, Any] = {}
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:  # redis-py before 7.2 names them directly
+        options.update(lib_name=None, lib_version=None)
+    else:
+        options["driver_info"] = DriverInfo(name=None, lib_version=None)
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:  # redis-py before 7 has no such handshake step
+        return options
+    options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+    return options
+
+
 def connect(url: str, *, max_connections: int = 512, **options: Any) -> aioredis.Redis:
     """A client with short timeouts, a small retry budget for transient blips, and a pool
     that makes a burst wait for a free connection instead of failing."""
@@ -119,8 +140,18 @@ def connect(url: str, *, max_connections: int = 512, **options: Any) -> aioredis
         socket_timeout=5.0, socket_connect_timeout=2.0,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
         retry_on_error=[RedisConnectionError, RedisTimeoutError], health_check_interval=30,
-        **options)
+        **{**_lean_handshake(), **options})
     return aioredis.Redis.from_pool(pool)
+
+
+async def warm(client: aioredis.Redis, connections: int) -> None:
+    """Open ``connections`` pooled connections now, so that the first burst of traffic
+    after a start does not also pay for connecting."""
+    pool = client.connection_pool
+    opened = await asyncio.gather(*(pool.get_connection()  # type: ignore[no-untyped-call]
+                                   for _ in range(connections)))
+    for connection in opened:
+        await pool.release(connection)
 
 
 def brief(text: str, limit: int = _SUMMARY_CHARS) -> str:

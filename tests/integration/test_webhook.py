@@ -187,6 +187,27 @@ async def test_messages_of_one_conversation_wait_for_the_running_task(
         "the second task started after the first one finished"
 
 
+async def test_waiting_conversations_are_served_first_come_first_served(
+        make_gateway: GatewayFactory, callback_server: dict[str, Any]) -> None:
+    h = await make_gateway(hermes_workers=1)
+
+    def echo_slow_first(path: str, body: dict[str, Any]) -> Any:
+        reply = answer_echo(path, body)
+        reply.delay = 0.4 if reply.text.endswith("c0") else 0.0
+        return reply
+
+    h.model.responder = echo_slow_first
+    await post(h.client, body_of(conversation_id="c0", text="c0",
+                                 callback_url=callback_server["url"]))
+    await h.wait_for(lambda: len(h.model.requests) == 1)
+    for n in range(1, 6):  # all arrive while the only worker is busy with c0
+        assert (await post(h.client, body_of(conversation_id=f"c{n}", text=f"c{n}",
+                                             callback_url=callback_server["url"]))).status == 202
+    await h.wait_for(lambda: len(callback_server["received"]) == 6)
+    served = [request["messages"][-1]["content"] for _, request in h.model.requests]
+    assert served == [f"c{n}" for n in range(6)], "a later message overtook an earlier one"
+
+
 async def test_interrupt_mode_stops_the_running_task_for_the_new_message(
         make_gateway: GatewayFactory, callback_server: dict[str, Any]) -> None:
     h = await make_gateway(hermes_busy_mode="interrupt")

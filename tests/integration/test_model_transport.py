@@ -1,0 +1,162 @@
+"""The aiohttp-backed httpx transport under the model adapters: bodies, streaming and
+the way broken connections are reported, against real local HTTP servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from agent_core.errors import ModelTimeoutError, ModelUnreachableError
+from agent_core.messages import Message
+from agent_core.models import ModelRequest
+from agent_core.models._http import ModelHTTP
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def client(url: str, *, timeout: float = 5.0, retries: int = 0) -> ModelHTTP:
+    async def no_sleep(_: float) -> None:
+        return None
+
+    return ModelHTTP(provider="openai", base_url=url, headers={"Authorization": "Bearer k"},
+                     timeout=timeout, max_retries=retries, sleep=no_sleep)
+
+
+REQUEST = ModelRequest(messages=[Message(role="user", content="hi")])
+
+
+async def test_headers_and_json_body_arrive_and_a_gzip_answer_is_decoded(serve: Any) -> None:
+    seen: dict[str, Any] = {}
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen["headers"] = dict(request.headers)
+        seen["body"] = await request.json()
+        response = web.json_response({"answer": "ø" * 5000})
+        response.enable_compression()
+        return response
+
+    http = client(await serve(handler))
+    try:
+        data = await http.post_json("/chat", {"q": "ünïcode"}, REQUEST)
+    finally:
+        await http.aclose()
+    assert data == {"answer": "ø" * 5000}
+    assert seen["body"] == {"q": "ünïcode"}
+    assert seen["headers"]["Authorization"] == "Bearer k"
+    assert seen["headers"]["Content-Type"] == "application/json"
+    assert "gzip" in seen["headers"]["Accept-Encoding"]
+
+
+async def test_stream_lines_arrive_while_the_server_is_still_sending(serve: Any) -> None:
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: one\n\n")
+        await asyncio.wait_for(release.wait(), 5)  # only after the client saw "one"
+        await response.write(b"data: two\n\n")
+        return response
+
+    http = client(await serve(handler))
+    lines = []
+    try:
+        async for line in http.stream_lines("/chat", {}, REQUEST):
+            lines.append(line)
+            if line == "data: one":
+                release.set()
+    finally:
+        await http.aclose()
+    assert [line for line in lines if line] == ["data: one", "data: two"]
+
+
+async def test_a_connection_dropped_mid_stream_is_reported_as_broken(serve: Any) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.content_length = 10_000  # promise more than is sent, then hang up
+        await response.prepare(request)
+        await response.write(b"data: partial\n\n")
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    http = client(await serve(handler))
+    lines = []
+    try:
+        with pytest.raises(ModelUnreachableError, match="stream broke"):
+            async for line in http.stream_lines("/chat", {}, REQUEST):
+                lines.append(line)
+    finally:
+        await http.aclose()
+    assert "data: partial" in lines
+
+
+async def test_a_server_that_hangs_up_before_answering_is_retried(serve: Any) -> None:
+    calls = 0
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            assert request.transport is not None
+            request.transport.close()
+            await asyncio.sleep(0.05)
+        return web.json_response({"ok": calls})
+
+    http = client(await serve(handler), retries=2)
+    try:
+        assert await http.post_json("/chat", {}, REQUEST) == {"ok": 2}
+    finally:
+        await http.aclose()
+
+
+async def test_a_silent_server_is_a_timeout_not_a_hang(serve: Any) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(1.5)
+        return web.json_response({})
+
+    http = client(await serve(handler), timeout=0.3)
+    try:
+        with pytest.raises(ModelTimeoutError):
+            await asyncio.wait_for(http.post_json("/chat", {}, REQUEST), 3)
+    finally:
+        await http.aclose()
+
+
+async def test_the_pool_reuses_connections(serve: Any) -> None:
+    peers: set[Any] = set()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        peers.add(request.transport.get_extra_info("peername") if request.transport else None)
+        return web.json_response(json.loads(await request.text()))
+
+    http = client(await serve(handler))
+    try:
+        for i in range(5):
+            assert await http.post_json("/chat", {"i": i}, REQUEST) == {"i": i}
+    finally:
+        await http.aclose()
+    assert len(peers) == 1, "sequential requests share one kept-alive connection"

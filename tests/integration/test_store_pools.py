@@ -1,0 +1,90 @@
+"""How the gateway uses its Redis connections: blocking reads on their own pool, a warm pool
+after start, and the lean connection handshake."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from pathlib import Path
+
+from agent_core.settings import Settings
+from agent_core.store.factory import open_store
+from agent_core.store.keys import Keys
+from agent_core.store.redis import connect, warm
+from gateway.eventlog import EventLog
+
+
+async def test_idle_followers_cannot_take_the_connections_other_work_needs(
+        redis_url: str) -> None:
+    main = connect(redis_url, max_connections=2)
+    blocking = connect(redis_url, max_connections=50)
+    log = EventLog(main, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60, blocking=blocking)
+
+    async def follow(task_id: str) -> None:
+        async for _ in log.follow(task_id, poll=5.0):
+            pass
+
+    followers = [asyncio.create_task(follow(f"task-{i}")) for i in range(10)]
+    try:
+        await asyncio.sleep(0.3)  # every follower is now blocked in XREAD
+        assert await asyncio.wait_for(main.set("still", "works"), 1.0)
+        assert await asyncio.wait_for(main.get("still"), 1.0) == b"works"
+    finally:
+        for task in followers:
+            task.cancel()
+        for task in followers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await main.aclose()
+        await blocking.aclose()
+
+
+async def test_warm_opens_connections_ahead_of_traffic(redis_url: str) -> None:
+    client = connect(redis_url, max_connections=64)
+    try:
+        name = f"warm-{uuid.uuid4().hex[:8]}"
+        await client.client_setname(name)
+        await warm(client, 12)
+        pool = client.connection_pool
+        assert len(pool._available_connections) >= 12  # type: ignore[attr-defined]
+        before = await client.client_list()
+        await asyncio.gather(*(client.ping() for _ in range(12)))
+        assert len(await client.client_list()) == len(before), "no new connection was needed"
+    finally:
+        await client.aclose()
+
+
+async def test_new_connections_skip_the_optional_handshake(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        await client.ping()
+        me = await client.client_info()
+        assert me.get("lib-name", "") in ("", None), "CLIENT SETINFO was not sent"
+    finally:
+        await client.aclose()
+
+
+async def test_open_store_warms_the_pool_and_closes_both_clients(redis_url: str,
+                                                                 tmp_path: Path) -> None:
+    observer = connect(redis_url, max_connections=1)
+
+    async def connections() -> int:
+        return len(await observer.client_list())
+
+    try:
+        before = await connections()
+        settings = Settings(_env_file=None, redis_url=redis_url,  # type: ignore[call-arg]
+                            hermes_workers=4, hermes_data_dir=tmp_path)
+        opened = await open_store(settings)
+        assert await connections() >= before + 4 + 8, "the pool was opened ahead of traffic"
+        assert opened.blocking.connection_pool is not opened.store.redis.connection_pool
+        await opened.blocking.ping()
+        await opened.close()
+        for _ in range(50):  # the server notices closed sockets asynchronously
+            if await connections() == before:
+                break
+            await asyncio.sleep(0.02)
+        assert await connections() == before, "both clients closed every connection"
+    finally:
+        await observer.aclose()
