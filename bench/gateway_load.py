@@ -13,7 +13,11 @@ and lost, duplicated or wrong answers.
 
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 5]
                                            [--model-latency 0.05] [--workers 32]
-                                           [--replicas 1]
+                                           [--replicas 1] [--floor]
+
+``--floor`` first sends the same burst of first messages to an aiohttp app that only
+answers 202 (in its own process), once on fresh and once on kept-alive connections: the
+part of the ack time that is the HTTP stack and this load generator, not the gateway.
 
 Targets on the reference machine (2 cores): ack p99 < 50 ms at 200 concurrent
 conversations; gateway-added latency p50 < 5 ms; zero lost or duplicated answers.
@@ -53,6 +57,61 @@ def cpu_seconds(pid: int) -> float:
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+_NULL_SERVER = """
+import sys
+from aiohttp import web
+
+async def accept(request):
+    await request.read()
+    return web.json_response({"task_id": "-"}, status=202)
+
+app = web.Application()
+app.router.add_post("/webhook/load", accept)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+
+async def burst(session: aiohttp.ClientSession, url: str, count: int) -> list[float]:
+    """Ack times of ``count`` first messages sent at the same instant."""
+
+    async def post(n: int) -> float:
+        body = json.dumps({"conversation_id": f"c{n}", "text": f"c{n}-m0"}).encode()
+        sent = time.perf_counter()
+        async with session.post(url, data=body, headers=signed_headers(SECRET, body)) as r:
+            await r.read()
+        return time.perf_counter() - sent
+
+    return list(await asyncio.gather(*(post(n) for n in range(count))))
+
+
+async def floor(conversations: int, port: int) -> None:
+    """The same burst of first messages against an aiohttp app that only answers 202, in
+    its own process: what the HTTP stack and this load generator cost before any gateway
+    work."""
+    server = subprocess.Popen(  # noqa: ASYNC220 - starts and returns
+        [sys.executable, "-c", _NULL_SERVER, str(port)])
+    url = f"http://127.0.0.1:{port}/webhook/load"
+    try:
+        async with aiohttp.ClientSession() as probe:
+            for _ in range(100):
+                try:
+                    async with probe.post(url) as r:
+                        await r.read()
+                    break
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.1)
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=conversations + 10)) as session:
+            for label in ("fresh connections", "kept-alive connections"):
+                acks = await burst(session, url, conversations)
+                print(f"floor: {conversations} messages at once to a do-nothing aiohttp app, "
+                      f"{label}: ack p50 {percentile(acks, .5) * 1000:.2f} ms   "
+                      f"p99 {percentile(acks, .99) * 1000:.2f} ms")
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 async def main(conversations: int, messages: int, latency: float, port: int,
@@ -204,6 +263,10 @@ if __name__ == "__main__":
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--workers", type=int, default=32,
                         help="HERMES_WORKERS: concurrent tasks per gateway process")
+    parser.add_argument("--floor", action="store_true",
+                        help="first measure the same burst against a do-nothing aiohttp app")
     args = parser.parse_args()
+    if args.floor:
+        asyncio.run(floor(args.conversations, args.port + 50))
     sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
                               args.port, args.replicas, args.workers)))
