@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from agent_core import Event
 from agent_core.store.keys import Keys
@@ -47,7 +48,7 @@ class EventLog:
         self.retention = int(retention)
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
-        self._xadd_many = redis.register_script(_XADD_MANY)
+        self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
     def start(self) -> None:
         """Start the writer task."""
@@ -86,14 +87,23 @@ class EventLog:
         for e in events:
             by_task.setdefault(e.task_id, []).append(
                 json.dumps(e.to_dict(), ensure_ascii=False, default=str))
-        pipe = self.redis.pipeline(transaction=False)
-        for task_id, datas in by_task.items():
-            await self._xadd_many(keys=[self.keys.task_events(task_id)],
-                                  args=[_MAXLEN, self.retention, *datas], client=pipe)
         try:
-            await pipe.execute()
+            try:
+                await self._xadd(by_task)
+            except NoScriptError:  # first write, or the server restarted and lost it
+                await self.redis.script_load(_XADD_MANY)
+                await self._xadd(by_task)
         except Exception as exc:  # the event log must never take a task down
             log.warning("could not record %d events: %s", len(events), exc)
+
+    async def _xadd(self, by_task: dict[str, list[str]]) -> None:
+        # Plain EVALSHA: redis-py precedes a pipeline holding Script objects with a SCRIPT
+        # EXISTS round trip on every execute. All-or-nothing on NOSCRIPT (one script).
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id, datas in by_task.items():
+            pipe.evalsha(self._xadd_sha, 1, self.keys.task_events(task_id), _MAXLEN,
+                         self.retention, *datas)
+        await pipe.execute()
 
     async def read(self, task_id: str, after: str = "0-0", count: int = 1000
                    ) -> list[dict[str, Any]]:

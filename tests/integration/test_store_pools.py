@@ -8,6 +8,7 @@ import contextlib
 import uuid
 from pathlib import Path
 
+from agent_core import Event, EventType
 from agent_core.settings import Settings
 from agent_core.store.factory import open_store
 from agent_core.store.keys import Keys
@@ -88,3 +89,19 @@ async def test_open_store_warms_the_pool_and_closes_both_clients(redis_url: str,
         assert await connections() == before, "both clients closed every connection"
     finally:
         await observer.aclose()
+
+
+async def test_events_are_recorded_after_the_server_lost_its_scripts(redis_url: str) -> None:
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    try:
+        await client.script_flush()  # as after a restart of a server without persistence
+        log.start()
+        for n in range(3):
+            log(Event(EventType.TOOL_STARTED, "trace", "c1", n, {"n": n}, task_id="task-a"))
+        log(Event(EventType.TOOL_STARTED, "trace", "c2", 0, {"n": 9}, task_id="task-b"))
+        await log.stop()
+        assert [e["payload"]["n"] for e in await log.read("task-a")] == [0, 1, 2]
+        assert [e["payload"]["n"] for e in await log.read("task-b")] == [9]
+    finally:
+        await client.aclose()
