@@ -40,6 +40,14 @@ class InboundMessage(BaseModel):
     room_id: str = ""
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
 
+    def reply(self, text: str, kind: OutboundKind = "answer", **fields: Any
+              ) -> OutboundMessage:
+        """A message back to where this one came from (same channel, conversation and
+        thread)."""
+        return OutboundMessage(channel=self.channel, conversation_id=self.conversation_id,
+                               reply_target=self.reply_target, text=text, kind=kind,
+                               **fields)
+
 
 class OutboundMessage(BaseModel):
     """Something to post back into a conversation."""

@@ -35,6 +35,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .tools.context import ALL_PERMISSIONS
 
 Provider = Literal["openai", "anthropic", "ollama"]
 
@@ -279,6 +280,12 @@ class Settings(BaseSettings):
     def permissions_of(self, role: str) -> frozenset[str]:
         """The permissions a role grants (none for an unknown role)."""
         return frozenset(self.hermes_role_permissions.get(role, ()))
+
+    def allows(self, identity: str, permission: str) -> bool:
+        """Whether ``channel:user`` holds ``permission`` through their role (the same rule
+        as ``ToolContext.allows``: "*" holds every permission)."""
+        granted = self.permissions_of(self.role_of(identity))
+        return ALL_PERMISSIONS in granted or permission in granted
 
     def tool_extra(self) -> dict[str, Any]:
         """Deployment limits every tool call carries in ctx.extra."""

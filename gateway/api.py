@@ -18,7 +18,7 @@ from adapters.base import InboundMessage
 from agent_core import TaskState
 from agent_core.store.keys import CONVERSATION_ID
 
-from .approvals import approval_signature
+from .approvals import Decision, approval_signature
 from .openapi import spec
 from .scheduler import Job, Scheduler
 from .service import Gateway
@@ -78,29 +78,42 @@ def setup(app: web.Application) -> None:
     app.router.add_get("/readyz", readyz)
 
 
-async def parse(request: web.Request, model: type[BaseModel]) -> Any:
-    """The request body as ``model``, or 400 naming what is wrong."""
+async def _json_body(request: web.Request) -> bytes:
+    """The raw body, or 415 unless it is sent as JSON."""
     if request.content_type != "application/json":
         raise _bad(415, "send the body as application/json")
-    raw = await request.read()
+    return await request.read()
+
+
+def _invalid(exc: ValidationError) -> str:
+    """The first few validation errors, as "field: message; ..."."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
+                     for err in exc.errors()[:5])
+
+
+async def parse(request: web.Request, model: type[BaseModel]) -> Any:
+    """The request body as ``model``, or 400 naming what is wrong."""
+    raw = await _json_body(request)
     try:
         return model.model_validate_json(raw or b"")
     except ValidationError as exc:
-        parts = []
-        for err in exc.errors()[:5]:
-            where = ".".join(str(p) for p in err["loc"]) or "body"
-            parts.append(f"{where}: {err['msg']}")
-        raise _bad(400, "invalid body: " + "; ".join(parts)) from None
+        raise _bad(400, f"invalid body: {_invalid(exc)}") from None
 
 
 def _bad(status: int, reason: str) -> web.HTTPException:
-    cls = {400: web.HTTPBadRequest, 403: web.HTTPForbidden, 404: web.HTTPNotFound,
-           409: web.HTTPConflict, 415: web.HTTPUnsupportedMediaType}[status]
+    cls = {400: web.HTTPBadRequest, 401: web.HTTPUnauthorized, 403: web.HTTPForbidden,
+           404: web.HTTPNotFound, 409: web.HTTPConflict, 410: web.HTTPGone,
+           415: web.HTTPUnsupportedMediaType}[status]
     return cls(text=json.dumps({"error": reason}), content_type="application/json")
 
 
+def _channel(request: web.Request) -> Any:
+    """"webchat" for the web chat page, "api" for everyone else."""
+    return "webchat" if request.headers.get("X-Hermes-Client") == "webchat" else "api"
+
+
 def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
-    channel: Any = "webchat" if request.headers.get("X-Hermes-Client") == "webchat" else "api"
+    channel = _channel(request)
     cid = body.conversation_id or uuid.uuid4().hex
     return InboundMessage(
         channel=channel, conversation_id=f"{channel}:{cid}",
@@ -173,11 +186,16 @@ async def get_task(request: web.Request) -> web.Response:
 
 
 async def _task_view(gateway: Gateway, task_id: str) -> dict[str, Any]:
+    return view_of(await _load_task(gateway, task_id))
+
+
+async def _load_task(gateway: Gateway, task_id: str) -> TaskState:
+    """The task's state, or 404."""
     assert gateway.opened is not None
     state = await gateway.opened.store.load_task(task_id)
     if state is None:
         raise _bad(404, f"no task {task_id!r}")
-    return view_of(state)
+    return state
 
 
 def view_of(state: TaskState) -> dict[str, Any]:
@@ -199,7 +217,7 @@ async def task_events(request: web.Request) -> web.StreamResponse:
     Last-Event-ID; ends once the task has finished."""
     gateway = request.app[GATEWAY]
     task_id = request.match_info["task_id"]
-    await _task_view(gateway, task_id)  # 404 for unknown tasks
+    await _load_task(gateway, task_id)  # 404 for unknown tasks
     after = request.headers.get("Last-Event-ID") or request.query.get("after") or "0-0"
     if not _valid_stream_id(after):
         raise _bad(400, "Last-Event-ID must be a stream id like 1712345678901-0")
@@ -233,18 +251,16 @@ def _valid_stream_id(value: str) -> bool:
 async def cancel_task(request: web.Request) -> web.Response:
     """Stop a running task, or drop a queued one."""
     gateway = request.app[GATEWAY]
-    view = await _task_view(gateway, request.match_info["task_id"])
+    state = await _load_task(gateway, request.match_info["task_id"])
     assert gateway.opened is not None and gateway.queue is not None
-    if view["status"] == "queued":
-        state = await gateway.opened.store.load_task(view["task_id"])
-        assert state is not None
+    if state.status == "queued":
         state.status, state.result_text = "cancelled", "Cancelled before it started."
         await gateway.opened.store.save_task(state)
-        return web.json_response({"task_id": view["task_id"], "status": "cancelled"})
-    if view["status"] != "running":
-        raise _bad(409, f"task is {view['status']}, not running")
-    await gateway.queue.signal(view["conversation_id"], "stop", view["task_id"])
-    return web.json_response({"task_id": view["task_id"], "status": "stopping"}, status=202)
+        return web.json_response({"task_id": state.task_id, "status": "cancelled"})
+    if state.status != "running":
+        raise _bad(409, f"task is {state.status}, not running")
+    await gateway.queue.signal(state.conversation_id, "stop", state.task_id)
+    return web.json_response({"task_id": state.task_id, "status": "stopping"}, status=202)
 
 
 def _conversation(request: web.Request) -> str:
@@ -274,7 +290,7 @@ async def reset_conversation(request: web.Request) -> web.Response:
 
 def _caller(request: web.Request, user_id: str | None = None) -> str:
     """The identity of an API or web chat caller (channel:user)."""
-    channel = "webchat" if request.headers.get("X-Hermes-Client") == "webchat" else "api"
+    channel = _channel(request)
     user = user_id or request.headers.get("X-Hermes-User") or f"{channel}-user"
     return f"{channel}:{user}"
 
@@ -292,8 +308,12 @@ async def decide_approval(request: web.Request) -> web.Response:
     decision = await gateway.approvals.decide(
         request.match_info["approval_id"], approved=body.approved, actor=actor,
         actor_name=actor, note=body.note, arguments=body.arguments)
-    payload = {"outcome": decision.outcome, "status": decision.status,
-               "decided_by": decision.by_name or decision.by, "message": decision.message}
+    return _decision_response(decision, decided_by=decision.by_name or decision.by)
+
+
+def _decision_response(decision: Decision, **extra: Any) -> web.Response:
+    payload = {"outcome": decision.outcome, "status": decision.status, **extra,
+               "message": decision.message}
     if decision.outcome != "decided":
         payload["error"] = decision.message
     return web.json_response(payload, status=_DECISION_STATUS[decision.outcome])
@@ -318,8 +338,7 @@ async def audit_log(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
     caller = _caller(request)
     if gateway.settings.role_of(caller) != "admin":
-        raise web.HTTPForbidden(text=json.dumps({"error": f"{caller} is not an admin"}),
-                                content_type="application/json")
+        raise _bad(403, f"{caller} is not an admin")
     q = request.query
     try:
         since = float(q["since"]) if "since" in q else None
@@ -351,39 +370,30 @@ async def webhook_approval(request: web.Request) -> web.Response:
         raise _bad(404, f"unknown webhook source {source!r}")
     expected = approval_signature(secret.get_secret_value(), approval_id, decision, exp)
     if not exp.isdigit() or not hmac.compare_digest(expected, sig):
-        raise web.HTTPUnauthorized(text=json.dumps({"error": "bad or missing signature"}),
-                                   content_type="application/json")
+        raise _bad(401, "bad or missing signature")
     if int(exp) < time.time():
-        raise web.HTTPGone(text=json.dumps({"error": "this link has expired"}),
-                           content_type="application/json")
+        raise _bad(410, "this link has expired")
     assert gateway.approvals is not None
     record = await gateway.approvals.get(approval_id)
     if record is None:
         raise _bad(404, "no such approval")
     # The source signed this link for its user: decide as the person who asked.
-    result = await gateway.approvals.decide(
+    return _decision_response(await gateway.approvals.decide(
         approval_id, approved=decision == "approve", actor=record["requester"],
-        actor_name=record["requester_name"])
-    payload = {"outcome": result.outcome, "status": result.status, "message": result.message}
-    if result.outcome != "decided":
-        payload["error"] = result.message
-    return web.json_response(payload, status=_DECISION_STATUS[result.outcome])
+        actor_name=record["requester_name"]))
 
 
 def _scheduler(request: web.Request) -> Scheduler:
     gateway = request.app[GATEWAY]
     caller = _caller(request)
-    permissions = gateway.settings.permissions_of(gateway.settings.role_of(caller))
-    if not ({"schedule", "*"} & permissions):
+    if not gateway.settings.allows(caller, "schedule"):
         raise _bad(403, f"{caller} lacks the 'schedule' permission")
     assert gateway.scheduler is not None
     return gateway.scheduler
 
 
 async def _job_body(request: web.Request, job_id: str | None = None) -> Job:
-    if request.content_type != "application/json":
-        raise _bad(415, "send the body as application/json")
-    raw = await request.read()
+    raw = await _json_body(request)
     try:
         data = json.loads(raw or b"null")
         if not isinstance(data, dict):
@@ -395,9 +405,7 @@ async def _job_body(request: web.Request, job_id: str | None = None) -> Job:
             data.pop(computed, None)
         return Job.model_validate(data)
     except ValidationError as exc:
-        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-                 for e in exc.errors()[:5]]
-        raise _bad(400, "invalid schedule: " + "; ".join(parts)) from None
+        raise _bad(400, f"invalid schedule: {_invalid(exc)}") from None
     except ValueError as exc:
         raise _bad(400, f"invalid schedule: {exc}") from None
 

@@ -108,11 +108,8 @@ class ApprovalService:
         if msg.channel == "webhook":
             view["approve_url"] = self.signed_url(msg, pending.id, "approve", expires)
             view["reject_url"] = self.signed_url(msg, pending.id, "reject", expires)
-        return OutboundMessage(
-            channel=msg.channel, conversation_id=msg.conversation_id,
-            reply_target=msg.reply_target, kind="approval", task_id=result.task_id,
-            text=f"Approval needed to run {pending.tool_name} ({pending.reason}).",
-            approval=view)
+        return msg.reply(f"Approval needed to run {pending.tool_name} ({pending.reason}).",
+                         "approval", task_id=result.task_id, approval=view)
 
     async def remember_message(self, approval_id: str, ref: dict[str, Any] | None) -> None:
         """Keep where the approval prompt was posted, to update it once decided."""

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from adapters.base import InboundMessage
 from agent_core import Settings
 from agent_core.store.redis import RedisConversationStore
+from agent_core.tools.context import ALL_PERMISSIONS
 
 from .queue import WorkQueue
 from .scheduler import Job, Scheduler, place_of
@@ -88,15 +89,12 @@ class Commands:
             case _:
                 return HELP
 
-    def _identity(self, msg: InboundMessage) -> tuple[str, frozenset[str]]:
-        identity = f"{msg.channel}:{msg.user_id}"
-        return identity, self.settings.permissions_of(self.settings.role_of(identity))
 
     async def _schedule(self, msg: InboundMessage) -> str:
         if self.scheduler is None:
             return "Scheduling is not enabled on this gateway."
-        identity, permissions = self._identity(msg)
-        if not ({"schedule", "*"} & permissions):
+        identity = f"{msg.channel}:{msg.user_id}"
+        if not self.settings.allows(identity, "schedule"):
             return ("You need the 'schedule' permission to create schedules here; ask an "
                     "administrator.")
         args = _COMMAND.sub("", msg.text, count=1)
@@ -142,8 +140,8 @@ class Commands:
         job = await self.scheduler.get(job_id) if job_id else None
         if job is None:
             return f"No schedule {job_id!r}; /schedules lists them."
-        identity, permissions = self._identity(msg)
-        if job.owner != identity and "*" not in permissions:
+        identity = f"{msg.channel}:{msg.user_id}"
+        if job.owner != identity and not self.settings.allows(identity, ALL_PERMISSIONS):
             return "Only the schedule's owner or an administrator can remove it."
         await self.scheduler.delete(job.id)
         return f"Removed schedule {job.id}."

@@ -17,6 +17,7 @@ from adapters.approvals import APPROVE, CHOICE, REJECT
 from adapters.base import InboundMessage
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
+from agent_core import TaskState
 from agent_core.store.base import ConversationStore
 
 from .approvals import ApprovalService
@@ -63,8 +64,9 @@ class Interactions:
         if action_id.startswith(CHOICE):
             task_id = str(action.get("block_id", "")).partition(":")[2]
             choice = str(action.get("value", ""))
+            state = await self.store.load_task(task_id)
             team = str((body.get("team") or {}).get("id", "T"))
-            sent = await self._choose(task_id, choice, InboundMessage(
+            sent = await self._choose(state, choice, InboundMessage(
                 channel="slack", conversation_id="-", user_id=user_id, text=choice,
                 mentions_bot=True, platform_message_id=str(body.get("trigger_id", "")),
                 reply_target={"channel": channel_id, "thread_ts": thread},
@@ -116,7 +118,7 @@ class Interactions:
                 await query.answer("That message is gone.", show_alert=True)
                 return
             topic = getattr(message, "message_thread_id", None)
-            sent = await self._choose(task_id, choice, InboundMessage(
+            sent = await self._choose(state, choice, InboundMessage(
                 channel="telegram", conversation_id="-", user_id=str(user.id),
                 user_name=actor_name, text=choice, is_direct=chat.type == "private",
                 mentions_bot=True, platform_message_id=str(query.id),
@@ -132,10 +134,9 @@ class Interactions:
             return
         await query.answer("This button is not known here.", show_alert=True)
 
-    async def _choose(self, task_id: str, choice: str, template: InboundMessage,
+    async def _choose(self, state: TaskState | None, choice: str, template: InboundMessage,
                       dedupe: str) -> bool:
         """Route a chosen answer into the task's conversation; False if already answered."""
-        state = await self.store.load_task(task_id)
         if state is None or state.status != "asked_user":
             return False
         msg = template.model_copy(update={"conversation_id": state.conversation_id})

@@ -4,7 +4,6 @@ tools run, typing, a reaction), throttled to what the platforms tolerate."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -35,8 +34,7 @@ class ProgressRelay:
     async def begin(self, task_id: str, channel: Channel, target: dict[str, Any]) -> None:
         """A task started in a chat."""
         self._watches[task_id] = _Watch(channel, target)
-        with contextlib.suppress(NotImplementedError):
-            await _quietly(channel.working(target, task_id))
+        await _quietly(channel.working(target, task_id))
 
     async def end(self, task_id: str) -> None:
         """The task ended (its answer is being delivered)."""
@@ -45,8 +43,7 @@ class ProgressRelay:
             return
         if watch.flusher is not None:
             watch.flusher.cancel()
-        with contextlib.suppress(NotImplementedError):
-            await _quietly(watch.channel.done(watch.target, task_id))
+        await _quietly(watch.channel.done(watch.target, task_id))
 
     def __call__(self, event: Event) -> None:
         """EventBus handler."""
@@ -68,8 +65,7 @@ class ProgressRelay:
         if line is None or self._watches.get(task_id) is not watch:
             return
         watch.last_update = time.monotonic()
-        with contextlib.suppress(NotImplementedError):
-            await _quietly(watch.channel.progress(watch.target, task_id, line))
+        await _quietly(watch.channel.progress(watch.target, task_id, line))
 
 
 def describe(event: Event) -> str | None:
@@ -89,10 +85,11 @@ def describe(event: Event) -> str | None:
 
 
 async def _quietly(awaitable: Any) -> None:
-    """Progress is decoration: a failure is logged, never raised."""
+    """Progress is decoration: a failure is logged, never raised; a channel without such
+    a display (NotImplementedError) is skipped silently."""
     try:
         await awaitable
     except NotImplementedError:
-        raise
+        pass
     except Exception as exc:
         log.info("progress update failed: %s", exc)

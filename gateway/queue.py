@@ -190,12 +190,9 @@ class WorkQueue:
         {conversation: lease token} for the ones taken."""
         if not cids:
             return {}
-        tokens = [uuid.uuid4().hex for _ in cids]
-        pipe = self.redis.pipeline(transaction=False)
-        for cid, token in zip(cids, tokens, strict=True):
-            pipe.set(self.keys.lock(cid), token, nx=True, px=self.lease_ms)
-        results = await pipe.execute()
-        return {cid: token for cid, token, ok in zip(cids, tokens, results, strict=True) if ok}
+        locks = {self.keys.lock(cid): cid for cid in cids}
+        taken = await self.leases.take_many(list(locks), self.lease_ms)
+        return {locks[key]: token for key, token in taken.items()}
 
     async def renew(self, cid: str, token: str) -> bool:
         """Extend the lease; False if it was lost (expired and taken by someone else)."""

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from adapters.base import InboundMessage, OutboundMessage
+from adapters.base import InboundMessage
 from agent_core import Settings, TaskState
 from agent_core.store.keys import check_conversation_id
 
@@ -69,9 +69,7 @@ class Router:
             if dedupe_key is not None and not await self.queue.seen(dedupe_key):
                 return Routed("duplicate")
             text = await self.commands.run(command, msg)
-            await self.deliverer.deliver(OutboundMessage(
-                channel=msg.channel, conversation_id=msg.conversation_id,
-                reply_target=msg.reply_target, text=text, kind="notice"))
+            await self.deliverer.deliver(msg.reply(text, "notice"))
             return Routed("command", reason=command, reply=text)
 
         task_id = task_id or uuid.uuid4().hex
@@ -100,6 +98,4 @@ class Router:
     async def _refuse_once(self, msg: InboundMessage) -> None:
         # One polite refusal per user and channel a day; then silence.
         if await self.queue.seen(f"refused:{msg.channel}:{msg.user_id}"):
-            await self.deliverer.deliver(OutboundMessage(
-                channel=msg.channel, conversation_id=msg.conversation_id,
-                reply_target=msg.reply_target, text=REFUSAL, kind="notice"))
+            await self.deliverer.deliver(msg.reply(REFUSAL, "notice"))

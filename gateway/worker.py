@@ -233,10 +233,7 @@ class WorkerPool:
         msg = item.inbound
         notice = (f"The scheduled report {item.schedule['name']!r} "
                   f"(job {item.schedule['job_id']}) did not complete: {result.text}")
-        await self.deliverer.deliver(OutboundMessage(
-            channel=msg.channel, conversation_id=msg.conversation_id,
-            reply_target=msg.reply_target, text=notice, kind="error",
-            task_id=result.task_id))
+        await self.deliverer.deliver(msg.reply(notice, "error", task_id=result.task_id))
         owner = str(item.schedule.get("owner") or "")
         channel_name, _, user = owner.partition(":")
         channel = self.channels.get(channel_name)
@@ -389,13 +386,10 @@ class WorkerPool:
             return
         kind: Any = {"answered": "answer", "asked_user": "question",
                      "awaiting_approval": "approval"}.get(result.outcome, "error")
-        out = OutboundMessage(
-            channel=msg.channel, conversation_id=msg.conversation_id,
-            reply_target=msg.reply_target, text=result.text, kind=kind,
-            task_id=result.task_id,
+        await self.deliverer.deliver(msg.reply(
+            result.text, kind, task_id=result.task_id,
             choices=result.question.choices if result.question else [],
-            approval=result.approval.model_dump() if result.approval else None)
-        await self.deliverer.deliver(out)
+            approval=result.approval.model_dump() if result.approval else None))
 
 
 def _result_from_state(state: TaskState) -> TaskResult:
