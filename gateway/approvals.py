@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from adapters.base import Channel, InboundMessage, OutboundMessage
 from agent_core import Settings, TaskResult
 from agent_core.settings import ApproverRule
+from agent_core.store.redis import as_text
 
 from .audit import AuditLog
 from .router import Router
@@ -128,7 +129,7 @@ class ApprovalService:
         raw = await self.redis.hgetall(self.key(approval_id))
         if not raw:
             return None
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return {as_text(k): as_text(v) for k, v in raw.items()}
 
     # --- deciding ------------------------------------------------------------------------
     async def decide(self, approval_id: str, *, approved: bool, actor: str, actor_name: str,
@@ -165,7 +166,7 @@ class ApprovalService:
         result = await self._decide(
             keys=[self.key(approval_id), self.expiry_key],
             args=[status, actor, actor_name, repr(time.time()), note, approval_id])
-        return tuple(_text(v) for v in result)  # type: ignore[return-value]
+        return tuple(as_text(v) for v in result)  # type: ignore[return-value]
 
     def may_decide(self, record: dict[str, str], actor: str, *, approved: bool) -> bool:
         """Whether ``actor`` (channel:user) may decide this approval. Fails closed."""
@@ -224,7 +225,7 @@ class ApprovalService:
                                              num=100)
         expired = 0
         for raw_id in due:
-            approval_id = _text(raw_id)
+            approval_id = as_text(raw_id)
             record = await self.get(approval_id)
             if record is None:
                 await self.redis.zrem(self.expiry_key, approval_id)
@@ -257,6 +258,3 @@ def approval_signature(secret: str, approval_id: str, decision: str, exp: str) -
     message = f"{approval_id}:{decision}:{exp}".encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -19,6 +19,7 @@ from redis.exceptions import NoScriptError
 
 from agent_core import Event
 from agent_core.store.keys import Keys
+from agent_core.store.redis import as_text
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,5 @@ class EventLog:
 
 def _row(row: Any) -> dict[str, Any]:
     stream_id, fields = row
-    sid = stream_id.decode() if isinstance(stream_id, bytes) else str(stream_id)
     data = fields.get(b"data") or fields.get("data")
-    event = json.loads(data)
-    return {"id": sid, **event}
+    return {"id": as_text(stream_id), **json.loads(data)}

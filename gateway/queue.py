@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
 from agent_core.store.keys import Keys
+from agent_core.store.redis import as_text
 from agent_core.task import TaskState
 
 from .lease import Leases
@@ -165,7 +166,7 @@ class WorkQueue:
         result = await self._ingest(keys=keys, args=[
             item.model_dump_json(), cid, repr(time.time()), self.dedupe_ttl, mode,
             placeholder.model_dump_json() if placeholder else "", item.task_id])
-        return _text(result)  # type: ignore[return-value]
+        return as_text(result)  # type: ignore[return-value]
 
     async def seen(self, dedupe_key: str) -> bool:
         """Mark a key as seen; False if it already was (for events that queue nothing)."""
@@ -179,11 +180,11 @@ class WorkQueue:
                                                 count=batch)
         if not found:
             return []
-        return list(dict.fromkeys(_text(c) for c in found[1]))
+        return list(dict.fromkeys(as_text(c) for c in found[1]))
 
     async def stale_candidates(self, limit: int = 200) -> list[str]:
         """Conversations with queued work, oldest first (for missed wakes and dead workers)."""
-        return [_text(c) for c in await self.redis.zrange(self.keys.pending(), 0, limit - 1)]
+        return [as_text(c) for c in await self.redis.zrange(self.keys.pending(), 0, limit - 1)]
 
     async def claim(self, cids: list[str]) -> dict[str, str]:
         """Take the locks of those conversations that are free (one round trip); returns
@@ -254,7 +255,7 @@ class WorkQueue:
     async def flags(self, cid: str, task_id: str) -> set[str]:
         """Flags that apply to the conversation's running task ``task_id``."""
         found = await self.redis.hgetall(self.keys.control(cid))
-        return {_text(k) for k, v in found.items() if _text(v) in ("*", task_id)}
+        return {as_text(k) for k, v in found.items() if as_text(v) in ("*", task_id)}
 
     async def clear_flags(self, cid: str) -> None:
         """Forget flags (a new task starts)."""
@@ -264,7 +265,4 @@ class WorkQueue:
         """Conversations with queued work (for /readyz and metrics)."""
         return int(await self.redis.zcard(self.keys.pending()))
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 

@@ -37,6 +37,7 @@ from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
 from agent_core import Settings
+from agent_core.store.redis import as_text
 
 from .queue import WorkItem, WorkQueue
 
@@ -44,6 +45,20 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 _CLAIM_TTL = 7 * 86400
+
+# Move a job's next run forward unless another replica already did.
+# KEYS: due   ARGV: job id, the fire time seen, the next one ('' for none)
+_ADVANCE = """
+if tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '-1') ~= tonumber(ARGV[2]) then
+  return 0
+end
+if ARGV[3] == '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+end
+return 1
+"""
 
 
 class Trigger(BaseModel):
@@ -140,6 +155,7 @@ class Scheduler:
         self.settings = settings
         self.prefix = settings.redis_prefix
         self.clock = clock
+        self._advance_script = redis.register_script(_ADVANCE)
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
@@ -205,7 +221,7 @@ class Scheduler:
         pipe.hvals(self.jobs_key)
         pipe.zrange(self.due_key, 0, -1, withscores=True)
         raw, due = await pipe.execute()
-        next_runs = {_text(k): float(v) for k, v in due}
+        next_runs = {as_text(k): float(v) for k, v in due}
         jobs = [Job.model_validate_json(r) for r in raw]
         for job in jobs:
             job.next_run_at = next_runs.get(job.id)
@@ -279,7 +295,7 @@ class Scheduler:
         due: Any = await self.redis.zrangebyscore(self.due_key, "-inf", now, withscores=True)
         started = []
         for raw_id, fire_time in due:
-            job = await self.get(_text(raw_id))
+            job = await self.get(as_text(raw_id))
             if job is None or job.paused:
                 continue
             missed_last = self._latest_missed(job, float(fire_time), now)
@@ -320,19 +336,8 @@ class Scheduler:
 
     async def _advance(self, job: Job, seen: float, nxt: float | None) -> None:
         """Move the job's next run forward (the same result whichever replica does it)."""
-        script = """
-        if tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '-1') ~= tonumber(ARGV[2]) then
-          return 0
-        end
-        if ARGV[3] == '' then
-          redis.call('ZREM', KEYS[1], ARGV[1])
-        else
-          redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-        end
-        return 1
-        """
-        await self.redis.eval(script, 1, self.due_key, job.id, repr(seen),
-                              "" if nxt is None else repr(nxt))
+        await self._advance_script(keys=[self.due_key], args=[
+            job.id, repr(seen), "" if nxt is None else repr(nxt)])
 
     async def _fire(self, job: Job, fire_time: float, *, manual: bool = False) -> str | None:
         """Claim this run (once across replicas) and queue it as a task."""
@@ -383,9 +388,6 @@ def _same_place(address: dict[str, Any], target: dict[str, Any]) -> bool:
     keys = ("channel", "chat_id", "source")
     return all(address.get(k) == target.get(k) for k in keys if k in address or k in target)
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _iso(ts: float) -> str:

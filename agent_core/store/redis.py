@@ -343,7 +343,7 @@ class RedisConversationStore(ConversationStore):
     @_unavailable
     async def waiting_task(self, conversation_id: str) -> str:
         cid = check_conversation_id(conversation_id)
-        return _text(await self.redis.hget(self.keys.meta(cid), "waiting_task") or "")
+        return as_text(await self.redis.hget(self.keys.meta(cid), "waiting_task") or "")
 
     @_unavailable
     async def set_waiting(self, conversation_id: str, task_id: str | None) -> None:
@@ -452,7 +452,7 @@ class RedisConversationStore(ConversationStore):
     @_unavailable
     async def forget(self, conversation_id: str) -> int:
         cid = check_conversation_id(conversation_id)
-        task_ids = [_text(t) for t in await self.redis.smembers(self.keys.conv_tasks(cid))]
+        task_ids = [as_text(t) for t in await self.redis.smembers(self.keys.conv_tasks(cid))]
         deleted = 0
         batch: list[bytes | str] = []
         async for key in self.redis.scan_iter(match=self.keys.conv_pattern(cid), count=500):
@@ -472,7 +472,7 @@ class RedisConversationStore(ConversationStore):
     async def sweep_idle(self, idle_seconds: float) -> list[str]:
         """Forget every conversation idle for longer than ``idle_seconds``."""
         cutoff = time.time() - idle_seconds
-        stale = [_text(c) for c in await self.redis.zrangebyscore(
+        stale = [as_text(c) for c in await self.redis.zrangebyscore(
             self.keys.conversations(), "-inf", cutoff)]
         for cid in stale:
             await self.forget(cid)
@@ -481,9 +481,11 @@ class RedisConversationStore(ConversationStore):
         return stale
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 def _dump(m: Message) -> str:
     return json.dumps(m.to_dict(), ensure_ascii=False)
+
+
+def as_text(value: Any) -> str:
+    """A reply value as str (the clients return bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
