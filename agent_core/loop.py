@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -45,7 +46,7 @@ from .prompt import REPAIR_PROMPT, system_message
 from .replanner import Replanner
 from .report import Outcome, TaskReport
 from .settings import Settings
-from .store.base import BoundMemory, ConversationStore
+from .store.base import BoundMemory, ConversationStore, Snapshot
 from .task import PendingApproval, Question, RuntimeState, TaskRequest, TaskResult, TaskState
 from .tools.context import ToolContext
 from .tools.executor import ToolExecutor, ToolResult
@@ -131,6 +132,9 @@ class _Run:
     system_tokens: int = 1_500
     #: Messages that end the task, stored together with its final state (one round trip).
     closing: list[Message] = field(default_factory=list)
+    #: The conversation as read back by the last append, for the next model call (None
+    #: once used, or when something may have changed it since).
+    snapshot: Snapshot | None = None
 
 
 class TaskLoop:
@@ -155,6 +159,9 @@ class TaskLoop:
         self.bus = bus or EventBus()
         self.config = config or LoopConfig()
         self.counter = counter or counter_for(None)
+        # The system message changes only with the plan and the archive's size: its count is
+        # worth keeping (~0.1 ms of tokenizing per model call otherwise).
+        self._system_tokens = functools.lru_cache(maxsize=256)(self.counter.count)
         self.compressor = compressor
         #: Live objects tools may use through ``ctx.services`` (e.g. the scheduler).
         self.services: dict[str, Any] = services if services is not None else {}
@@ -234,7 +241,7 @@ class TaskLoop:
             try:
                 async with asyncio.timeout(remaining):
                     if first:
-                        await self._append(run, first)
+                        await self._append(run, first, read_back=True)
                     outcome, text = await self._rounds(run)
             except TimeoutError:
                 raise AgentDeadlineError(self.config.task_timeout) from None
@@ -315,13 +322,14 @@ class TaskLoop:
                     if decision.type != "invalid":
                         decision = AgentDecision.invalid(f"the {decision.type} was empty",
                                                          rule=decision.rule)
-                    await self._append(run, [
+                    correction = [
                         Message(role="assistant", kind="note", content=response.text[:4000]),
                         Message(role="user", kind="correction", content=(
                             f"Your last reply could not be used: {decision.reason}. "
                             + ("Call a tool, or answer in plain text." if self.native_tools
                                else REPAIR_PROMPT))),
-                    ])
+                    ]
+                    await self._append(run, correction, read_back=True)
                     await self._count_invalid(run, decision)
 
     async def _count_invalid(self, run: _Run, decision: AgentDecision) -> None:
@@ -360,12 +368,13 @@ class TaskLoop:
 
     async def _context(self, run: _Run, *, shrink: bool) -> list[Message]:
         state = run.state
-        snap = await self.store.snapshot(state.conversation_id)
+        snap = run.snapshot or await self.store.snapshot(state.conversation_id)
+        run.snapshot = None
         system = system_message(
             instructions=self.config.system_prompt, plan=snap.plan, archived=snap.archived,
             has_recall="recall" in self.executor.registry, tools=self.tool_specs,
             native_tools=self.native_tools)
-        run.system_tokens = self.counter.count(system) + 4
+        run.system_tokens = self._system_tokens(system) + 4
         window = snap.window
         budget = self.config.prompt_budget
         if shrink:
@@ -392,7 +401,8 @@ class TaskLoop:
         return response.text
 
     async def _replan(self, run: _Run, why: str) -> None:
-        snap = await self.store.snapshot(run.state.conversation_id)
+        snap = run.snapshot or await self.store.snapshot(run.state.conversation_id)
+        run.snapshot = None  # the plan is about to change
         started = time.perf_counter()
         try:
             plan = await self.replanner.summarise(snap.window, run.state.instruction)
@@ -413,7 +423,7 @@ class TaskLoop:
         texts = await control.steering()
         if texts:
             await self._append(run, [Message(role="user", kind="user", content=t)
-                                     for t in texts])
+                                     for t in texts], read_back=True)
 
     # --- tools -------------------------------------------------------------------------
     async def _record_calls(self, run: _Run, response: ModelResponse,
@@ -501,7 +511,7 @@ class TaskLoop:
         remaining = run.state.calls()[1:]
         run.state.set_calls(remaining)
         run.state.approved_calls.pop(call.id, None)
-        await self._append(run, [message])
+        await self._append(run, [message], read_back=not remaining)
 
     def _apply_approval(self, run: _Run, approval: Approval) -> list[Message]:
         state = run.state
@@ -534,7 +544,10 @@ class TaskLoop:
             services=self.services)
 
     # --- persistence -------------------------------------------------------------------
-    async def _append(self, run: _Run, messages: list[Message]) -> None:
+    async def _append(self, run: _Run, messages: list[Message], *,
+                      read_back: bool = False) -> None:
+        """Store messages with the task's state; ``read_back`` when a model call comes next,
+        so that its read of the conversation rides on the same round trip."""
         state = run.state
         for m in messages:
             m.task_id = state.task_id
@@ -542,13 +555,19 @@ class TaskLoop:
             m.tokens = message_tokens(self.counter, m)
         state.report = run.report.to_dict()
         state.updated_at = time.time()
-        size = await self.store.append(state.conversation_id, messages, task=state)
+        run.snapshot = None
+        if read_back:
+            size, run.snapshot = await self.store.append_and_read(
+                state.conversation_id, messages, task=state)
+        else:
+            size = await self.store.append(state.conversation_id, messages, task=state)
         budget = self.config.prompt_budget - run.system_tokens
         if size.messages > self.config.max_context_messages or size.tokens > budget:
             await self._evict(run, budget)
 
     async def _evict(self, run: _Run, budget: int) -> None:
-        snap = await self.store.snapshot(run.state.conversation_id)
+        snap = run.snapshot or await self.store.snapshot(run.state.conversation_id)
+        run.snapshot = None  # the window is about to change
         # Evict down to a low-water mark, so that a full window is rewritten every few
         # messages rather than on every one.
         low = self.config.evict_to

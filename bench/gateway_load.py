@@ -2,8 +2,17 @@
 
 N conversations talk at once, each sending M messages one after another (the next after the
 previous answer arrived), to a gateway running in its own process (``hermes-gateway serve``
-with an embedded Valkey), backed by the scripted model server with a fixed latency. The
-answers come back to a local callback receiver.
+with an embedded Valkey), backed by the scripted model server with a fixed latency (in a
+process of its own, as a remote model would be). The answers come back to a callback
+receiver in this process.
+
+Each conversation is one HTTP/1.1 connection, opened for its first message and kept alive
+for the next ones, as a platform's sender would. The requests are written by a minimal
+HTTP client (``RawHTTP``, prepared bytes on an asyncio stream) rather than aiohttp's: with
+aiohttp's client, this process needed ~0.25 ms of CPU per request, so 200 requests "at the
+same instant" left it over ~50 ms apart and the measured ack of the last one was mostly
+this process's own queue (see ``--floor``, which measures both clients against a
+do-nothing server).
 
 Prints ack latency p50/p99 (all messages; then apart, the first message of every
 conversation, which all arrive at the same instant on fresh connections, and the later
@@ -16,8 +25,9 @@ and lost, duplicated or wrong answers.
                                            [--replicas 1] [--floor]
 
 ``--floor`` first sends the same burst of first messages to an aiohttp app that only
-answers 202 (in its own process), once on fresh and once on kept-alive connections: the
-part of the ack time that is the HTTP stack and this load generator, not the gateway.
+answers 202 (in its own process), on fresh and on kept-alive connections, with this
+client and with aiohttp's: the part of the ack time that is the HTTP stack and the load
+generator, not the gateway.
 
 Targets on the reference machine (2 cores): ack p99 < 50 ms at 200 concurrent
 conversations; gateway-added latency p50 < 5 ms; zero lost or duplicated answers.
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -36,13 +47,11 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from adapters.webhook import signed_headers
-from agent_core.models.replay import ReplayModelServer, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret"
@@ -72,24 +81,98 @@ app.router.add_post("/webhook/load", accept)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 
+# The scripted model, answering "answer to: <the last user message>" after a fixed latency.
+_MODEL_SERVER = """
+import asyncio, sys
+from agent_core.models.replay import ReplayModelServer, Reply
 
-async def burst(session: aiohttp.ClientSession, url: str, count: int) -> list[float]:
-    """Ack times of ``count`` first messages sent at the same instant."""
+def echo(path, body):
+    last = next(m for m in reversed(body["messages"]) if m["role"] == "user")
+    return Reply("answer to: " + last["content"])
+
+async def serve():
+    model = ReplayModelServer(responder=echo, latency=float(sys.argv[1]))
+    await model.start()
+    print(model.openai_url, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(serve())
+"""
+
+
+class RawHTTP:
+    """One kept-alive HTTP/1.1 connection writing prepared requests: the load generator's
+    client, a few µs of CPU per request."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """Status and body of a POST (connecting first if needed)."""
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        assert self._reader is not None
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self._writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                           f"Content-Length: {len(body)}\r\n{head}\r\n".encode() + body)
+        status = int((await self._reader.readline()).split()[1])
+        length = 0
+        while (line := await self._reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return status, await self._reader.readexactly(length)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+            self._writer = None
+
+
+def first_message(n: int) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps({"conversation_id": f"c{n}", "text": f"c{n}-m0"}).encode()
+    return body, signed_headers(SECRET, body)
+
+
+async def raw_burst(connections: list[RawHTTP], path: str) -> list[float]:
+    """Ack times of one message per connection, all sent at the same instant."""
+
+    async def post(n: int, http: RawHTTP) -> float:
+        body, headers = first_message(n)
+        sent = time.perf_counter()
+        status, _ = await http.post(path, body, headers)
+        assert status == 202, status
+        return time.perf_counter() - sent
+
+    return list(await asyncio.gather(*(post(n, h) for n, h in enumerate(connections))))
+
+
+async def aiohttp_burst(session: aiohttp.ClientSession, url: str, count: int) -> list[float]:
+    """The same with aiohttp's client."""
 
     async def post(n: int) -> float:
-        body = json.dumps({"conversation_id": f"c{n}", "text": f"c{n}-m0"}).encode()
+        body, headers = first_message(n)
         sent = time.perf_counter()
-        async with session.post(url, data=body, headers=signed_headers(SECRET, body)) as r:
+        async with session.post(url, data=body, headers=headers) as r:
             await r.read()
         return time.perf_counter() - sent
 
     return list(await asyncio.gather(*(post(n) for n in range(count))))
 
 
+def ms(values: list[float]) -> str:
+    return (f"p50 {percentile(values, .5) * 1000:7.2f} ms   "
+            f"p99 {percentile(values, .99) * 1000:7.2f} ms")
+
+
 async def floor(conversations: int, port: int) -> None:
     """The same burst of first messages against an aiohttp app that only answers 202, in
-    its own process: what the HTTP stack and this load generator cost before any gateway
-    work."""
+    its own process: what the HTTP stack and the load generator cost before any gateway
+    work, with this bench's client and with aiohttp's."""
     server = subprocess.Popen(  # noqa: ASYNC220 - starts and returns
         [sys.executable, "-c", _NULL_SERVER, str(port)])
     url = f"http://127.0.0.1:{port}/webhook/load"
@@ -102,13 +185,18 @@ async def floor(conversations: int, port: int) -> None:
                     break
                 except aiohttp.ClientError:
                     await asyncio.sleep(0.1)
+        connections = [RawHTTP("127.0.0.1", port) for _ in range(conversations)]
+        for label in ("fresh", "kept-alive"):
+            acks = await raw_burst(connections, "/webhook/load")
+            print(f"floor: {conversations} messages at once to a do-nothing aiohttp app, "
+                  f"{label} connections, this bench's client: {ms(acks)}")
+        await asyncio.gather(*(c.close() for c in connections))
         async with aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=conversations + 10)) as session:
-            for label in ("fresh connections", "kept-alive connections"):
-                acks = await burst(session, url, conversations)
+            for label in ("fresh", "kept-alive"):
+                acks = await aiohttp_burst(session, url, conversations)
                 print(f"floor: {conversations} messages at once to a do-nothing aiohttp app, "
-                      f"{label}: ack p50 {percentile(acks, .5) * 1000:.2f} ms   "
-                      f"p99 {percentile(acks, .99) * 1000:.2f} ms")
+                      f"{label} connections, aiohttp's client:  {ms(acks)}")
     finally:
         server.terminate()
         server.wait(10)
@@ -133,12 +221,12 @@ async def main(conversations: int, messages: int, latency: float, port: int,
             future.set_result(time.perf_counter())
         return web.json_response({"ok": True})
 
-    def echo(path: str, body: dict[str, Any]) -> Reply:
-        last = next(m for m in reversed(body["messages"]) if m["role"] == "user")
-        return Reply(f"answer to: {last['content']}")
-
-    model = ReplayModelServer(responder=echo, latency=latency)
-    await model.start()
+    model = subprocess.Popen(  # noqa: ASYNC220 - starts and returns
+        [sys.executable, "-c", _MODEL_SERVER, str(latency)], cwd=ROOT, stdout=subprocess.PIPE)
+    assert model.stdout is not None
+    model_url = (await asyncio.to_thread(model.stdout.readline)).decode().strip()
+    if not model_url:
+        raise SystemExit("the model server did not start")
     app = web.Application()
     app.router.add_post("/cb", callback)
     runner = web.AppRunner(app, access_log=None)
@@ -149,7 +237,7 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     data = Path(tempfile.mkdtemp(prefix="hermes-load-"))
     env = {**os.environ, "HERMES_DATA_DIR": str(data),
            "LLM_PROVIDER": "openai", "LLM_MODEL_NAME": "bench",
-           "LLM_BASE_URL": model.openai_url, "LLM_API_KEY": "sk-bench-0123456789abcdef",
+           "LLM_BASE_URL": model_url, "LLM_API_KEY": "sk-bench-0123456789abcdef",
            "LLM_MAX_RETRIES": "0", "AGENT_REPLAN_EVERY": "0", "LOG_LEVEL": "WARNING",
            "HERMES_WORKERS": str(workers),
            "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),
@@ -185,23 +273,26 @@ async def main(conversations: int, messages: int, latency: float, port: int,
                     await asyncio.sleep(0.1)
                 else:
                     raise SystemExit(f"the gateway at {base} did not start")
+            if any(g.poll() is not None for g in gateways):  # another process has the port
+                raise SystemExit(f"a gateway exited at start; see {data}/gateway*.log")
 
             async def talk(n: int) -> None:
-                base = bases[n % replicas]
+                http = RawHTTP("127.0.0.1", port + n % replicas)
                 for i in range(messages):
                     text = f"c{n}-m{i}"
                     answers[text] = asyncio.get_running_loop().create_future()
                     body = json.dumps({"conversation_id": f"c{n}", "user_id": f"u{n}",
                                        "text": text, "callback_url": callback_url}).encode()
+                    headers = {**signed_headers(SECRET, body), "Connection": "keep-alive"}
                     sent = time.perf_counter()
-                    async with session.post(f"{base}/webhook/load", data=body,
-                                            headers=signed_headers(SECRET, body)) as r:
-                        assert r.status == 202, await r.text()
-                        by_task[(await r.json())["task_id"]] = text
+                    status, answer = await http.post("/webhook/load", body, headers)
                     acks.append(time.perf_counter() - sent)
+                    assert status == 202, answer
+                    by_task[json.loads(answer)["task_id"]] = text
                     (first_acks if i == 0 else later_acks).append(acks[-1])
                     arrived = await asyncio.wait_for(answers[text], 120)
                     e2e[text] = arrived - sent
+                await http.close()
 
             cpu_before = sum(cpu_seconds(g.pid) for g in gateways)
             started = time.perf_counter()
@@ -224,7 +315,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
             except subprocess.TimeoutExpired:
                 gateway.kill()
         await runner.cleanup()
-        await model.stop()
+        model.terminate()
+        model.wait(10)
 
     total = conversations * messages
     lost = sum(1 for k in answers if received[k] == 0)

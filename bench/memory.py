@@ -6,7 +6,9 @@ Prints, at archive sizes of 100, 10 000 and 100 000 messages:
 - recall latency (p50 / p95) over varied keyword queries;
 - bytes stored per archived message (server memory growth / messages);
 and, first, the CPU to open 200 pooled connections at once with redis-py's default
-handshake and with the lean one ``connect`` uses.
+handshake and with the lean one ``connect`` uses, and the CPU of 200 concurrent script
+calls sent one per pooled connection (redis-py's way) and coalesced into one pipeline
+(``CoalescingRedis``, what ``connect`` returns).
 
     .venv/bin/python bench/memory.py [--sizes 100,10000,100000]
 
@@ -34,7 +36,7 @@ from agent_core.messages import Message
 from agent_core.models import ModelAdapter, ModelRequest, ModelResponse
 from agent_core.report import TaskReport
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.store.redis import RedisConversationStore, _lean_handshake, connect
+from agent_core.store.redis import RedisConversationStore, _lean_handshake, connect, warm
 from agent_core.task import RuntimeState, TaskState
 from tools.recall import recall
 
@@ -150,29 +152,53 @@ def _redis_py_handshake() -> dict[str, Any]:
 async def connection_setup(url: str, connections: int = 200) -> None:
     """Process CPU to open a pool of ``connections`` at once (median of 5)."""
 
-    def cpu() -> float:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
-
     figures = {}
     for name, options in (("redis-py default handshake", _redis_py_handshake()),
                           ("lean handshake", {})):
         runs = []
         for _ in range(5):
-            client = connect(url, **options)
-            before = cpu()
+            client = connect(url, coalesce=False, **options)
+            before = _cpu()
             await asyncio.gather(*(client.ping() for _ in range(connections)))
-            runs.append(cpu() - before)
+            runs.append(_cpu() - before)
             await client.aclose()
         figures[name] = statistics.median(runs)
     print(f"opening {connections} connections at once: " + ", ".join(
         f"{name} {value * 1000:.0f} ms CPU" for name, value in figures.items()))
 
 
+async def coalescing(url: str, commands: int = 200) -> None:
+    """Process CPU for ``commands`` concurrent EVALSHAs of a small script (median of 5, on
+    pools opened beforehand), one pooled connection each and coalesced."""
+    figures = {}
+    for name, coalesce in (("one connection each", False), ("coalesced", True)):
+        client = connect(url, coalesce=coalesce)
+        await warm(client, commands)
+        script = client.register_script("return redis.call('RPUSH', KEYS[1], ARGV[1])")
+        runs = []
+        for _ in range(5):
+            before = _cpu()
+            await asyncio.gather(*(script(keys=["bench:coalesce"], args=["x" * 300])
+                                   for _ in range(commands)))
+            runs.append(_cpu() - before)
+        await client.delete("bench:coalesce")
+        await client.aclose()
+        figures[name] = statistics.median(runs)
+    print(f"{commands} concurrent script calls: " + ", ".join(
+        f"{name} {value * 1e6 / commands:.0f} µs CPU each" for name, value in figures.items())
+        + f" ({figures['one connection each'] / figures['coalesced']:.1f}x)")
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def main(sizes: list[int]) -> None:
     server = EmbeddedValkey(Path(tempfile.mkdtemp(prefix="hermes-bench-")))
     info = await server.start()
     await connection_setup(info.url)
+    await coalescing(info.url)
     store = RedisConversationStore(connect(info.url), prefix="bench",
                                    max_archive=max(sizes) + 1000)
     rng = random.Random(42)

@@ -101,26 +101,43 @@ end
 return 'queued'
 """
 
-# KEYS: queue, attempts, control
-_HEAD = """
-local raw = redis.call('LINDEX', KEYS[1], 0)
-if not raw then
-  return {false, 0}
+# The head item, counted as started, with what a worker needs to start it: the item's task
+# state and the state of a task of the conversation that waits for a reply (one round trip;
+# the task keys are built from ARGV[1], so the queue works on one Redis, not a Cluster).
+# Flags left by an earlier task are cleared.
+_READ_HEAD = """
+local function read_head(queue, attempts, control, meta, task_prefix)
+  local raw = redis.call('LINDEX', queue, 0)
+  if not raw then
+    return {false, 0, false, false}
+  end
+  local item = cjson.decode(raw)
+  redis.call('DEL', control)
+  local started = redis.call('HINCRBY', attempts, item['id'], 1)
+  local waiting = redis.call('HGET', meta, 'waiting_task')
+  local waiting_state = false
+  if waiting and waiting ~= '' then
+    waiting_state = redis.call('GET', task_prefix .. waiting)
+  end
+  return {raw, started, redis.call('GET', task_prefix .. item['task_id']), waiting_state}
 end
-local id = cjson.decode(raw)['id']
-redis.call('DEL', KEYS[3])
-return {raw, redis.call('HINCRBY', KEYS[2], id, 1)}
+"""
+
+# KEYS: queue, attempts, control, meta   ARGV: task key prefix
+_HEAD = _READ_HEAD + """
+return read_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 """
 
 # Remove the finished head item; move leftover steer messages into the queue; release the
-# lock (and leave `pending`) only if nothing is left.
-# KEYS: lock, queue, pending, steer, attempts   ARGV: token, item_id, cid
-_COMPLETE = """
+# lock (and leave `pending`) only if nothing is left, else read the next head.
+# KEYS: lock, queue, pending, steer, attempts, control, meta   ARGV: token, item_id, cid,
+# task key prefix.  Returns {items left (-1: lease lost), head...}
+_COMPLETE = _READ_HEAD + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
+  return {-1}
 end
 local head = redis.call('LINDEX', KEYS[2], 0)
-if head and string.find(head, ARGV[2], 1, true) then
+if head and cjson.decode(head)['id'] == ARGV[2] then
   redis.call('LPOP', KEYS[2])
 end
 redis.call('HDEL', KEYS[5], ARGV[2])
@@ -133,9 +150,34 @@ local left = redis.call('LLEN', KEYS[2])
 if left == 0 then
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('DEL', KEYS[1])
+  return {0}
 end
-return left
+local following = read_head(KEYS[2], KEYS[5], KEYS[6], KEYS[7], ARGV[4])
+return {left, following[1], following[2], following[3], following[4]}
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The item at the head of a conversation's queue, ready to start."""
+
+    item: WorkItem
+    #: How many times it was started, this time included.
+    attempts: int
+    #: Its task's state (the "queued" placeholder written at ingest, or where it got to).
+    task: TaskState | None
+    #: A task of the conversation waiting for the user's reply, if any.
+    waiting: TaskState | None
+
+
+def _head(reply: Any) -> Head | None:
+    raw, attempts, task, waiting = reply
+    if raw is None:
+        return None
+    return Head(WorkItem.model_validate_json(raw), int(attempts),
+                TaskState.model_validate_json(task) if task else None,
+                TaskState.model_validate_json(waiting) if waiting else None)
+
 
 class WorkQueue:
     """Ingest, claim, renew, complete: the queue's whole protocol."""
@@ -199,32 +241,39 @@ class WorkQueue:
         """Extend the lease; False if it was lost (expired and taken by someone else)."""
         return await self.leases.renew(self.keys.lock(cid), token, self.lease_ms)
 
-    async def head(self, cid: str) -> tuple[WorkItem, int] | None:
-        """The item at the head of the queue and how many times it was started; flags left
-        by an earlier task are cleared (one round trip)."""
-        raw, attempts = await self._head(keys=[self.keys.queue(cid), self.keys.attempts(),
-                                               self.keys.control(cid)])
-        if raw is None:
-            return None
-        return WorkItem.model_validate_json(raw), int(attempts)
+    async def head(self, cid: str) -> Head | None:
+        """The item at the head of the queue, counted as started (one round trip)."""
+        return _head(await self._head(
+            keys=[self.keys.queue(cid), self.keys.attempts(), self.keys.control(cid),
+                  self.store_keys.meta(cid)], args=[self.store_keys.task("")]))
 
-    async def complete(self, cid: str, token: str, item_id: str) -> int:
-        """Remove a finished head item. Returns items left (0: lock released; -1: the
-        lease was lost)."""
+    async def complete(self, cid: str, token: str, item_id: str) -> tuple[int, Head | None]:
+        """Remove a finished head item. Returns how many items are left (0: the lock was
+        released; -1: the lease was lost) and, when some are, the next head, counted as
+        started (one round trip)."""
         keys = [self.keys.lock(cid), self.keys.queue(cid), self.keys.pending(),
-                self.keys.steer(cid), self.keys.attempts()]
-        return int(await self._complete(keys=keys, args=[token, item_id, cid]))
+                self.keys.steer(cid), self.keys.attempts(), self.keys.control(cid),
+                self.store_keys.meta(cid)]
+        reply = await self._complete(keys=keys, args=[token, item_id, cid,
+                                                      self.store_keys.task("")])
+        left = int(reply[0])
+        return left, _head(reply[1:]) if left > 0 else None
 
     async def wake(self, cid: str) -> None:
         """Ask a worker (of any replica) to look at a conversation, after those already
         waiting (wakes are first in, first out)."""
         await self.redis.rpush(self.keys.wake(), cid)
 
-    async def release(self, cid: str, token: str) -> None:
+    async def release(self, cid: str, token: str, *, unstarted: str | None = None) -> None:
         """Give the lock back without completing (shutdown); the item stays queued and is
-        woken ahead of newer work."""
+        woken ahead of newer work. ``unstarted``: a head item read but not started, whose
+        start is not counted after all."""
         await self.leases.release(self.keys.lock(cid), token)
-        await self.redis.lpush(self.keys.wake(), cid)
+        pipe = self.redis.pipeline(transaction=False)
+        if unstarted is not None:
+            pipe.hincrby(self.keys.attempts(), unstarted, -1)
+        pipe.lpush(self.keys.wake(), cid)
+        await pipe.execute()
 
     async def take_steering(self, cid: str) -> list[WorkItem]:
         """Messages steered into the running task since the last call."""

@@ -35,7 +35,7 @@ from agent_core.settings import missing_model_message
 from .approvals import ApprovalService
 from .delivery import Deliverer
 from .progress import ProgressRelay
-from .queue import WorkItem, WorkQueue
+from .queue import Head, WorkItem, WorkQueue
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -145,23 +145,23 @@ class WorkerPool:
                                                         name=f"hermes-conv-{cid}")
 
     async def _serve(self, cid: str, token: str) -> None:
+        head: Head | None = None
         try:
+            head = await self.queue.head(cid)
             while not self._stopping:
-                head = await self.queue.head(cid)
                 if head is None:
-                    if await self.queue.complete(cid, token, "-") <= 0:
-                        return
-                    continue
-                item, attempts = head
-                if attempts > MAX_ATTEMPTS:
-                    await self._give_up(item)
+                    left, head = await self.queue.complete(cid, token, "-")
                 else:
-                    lost = await self._run_item(cid, token, item)
-                    if lost:
-                        return
-                self.processed += 1
-                if await self.queue.complete(cid, token, item.id) <= 0:
+                    if head.attempts > MAX_ATTEMPTS:
+                        await self._give_up(head.item)
+                    elif await self._run_item(cid, token, head):
+                        return  # the lease was lost
+                    self.processed += 1
+                    left, head = await self.queue.complete(cid, token, head.item.id)
+                if left <= 0:
                     return
+            # Stopping with the lock held: hand the conversation to another process now.
+            await self.queue.release(cid, token, unstarted=head.item.id if head else None)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.queue.release(cid, token))
@@ -179,9 +179,10 @@ class WorkerPool:
                 with contextlib.suppress(Exception):
                     await self.queue.wake(cid)
 
-    async def _run_item(self, cid: str, token: str, item: WorkItem) -> bool:
+    async def _run_item(self, cid: str, token: str, head: Head) -> bool:
         """Handle one item while keeping the lease; True if the lease was lost."""
-        handler = asyncio.create_task(self._handle(item))
+        item = head.item
+        handler = asyncio.create_task(self._handle(head))
         lost = False
         ticks = 0
         renew_every = max(1, int(self.queue.lease_ms / 1000 / 3 / _FLAG_POLL))
@@ -210,11 +211,12 @@ class WorkerPool:
             task.cancel()
 
     # --- handling one item -------------------------------------------------------------
-    async def _handle(self, item: WorkItem) -> None:
+    async def _handle(self, head: Head) -> None:
+        item = head.item
         msg = item.inbound
         with trace_context(item.task_id, msg.conversation_id):
             try:
-                result = await self._execute(item)
+                result = await self._execute(head)
             except Exception:
                 log.exception("task %s failed unexpectedly", item.task_id)
                 result = await self._finish_without_agent(
@@ -249,7 +251,8 @@ class WorkerPool:
             channel=channel.name, conversation_id=msg.conversation_id, reply_target=target,
             text=notice, kind="error", task_id=result.task_id))
 
-    async def _execute(self, item: WorkItem) -> TaskResult | None:
+    async def _execute(self, head: Head) -> TaskResult | None:
+        item = head.item
         msg = item.inbound
         loop = self.runtime.loop
         store = self.runtime.store
@@ -257,7 +260,7 @@ class WorkerPool:
             return await self._finish_without_agent(item, missing_model_message(), "failed")
         control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
                               steering=self._steering(msg.conversation_id))
-        existing = await store.load_task(item.task_id)
+        existing = head.task
         channel = self.channels.get(msg.channel)
         if item.kind == "approval":
             assert item.approval is not None
@@ -279,8 +282,7 @@ class WorkerPool:
         elif existing is not None and existing.status not in ("queued", "running"):
             return _result_from_state(existing)  # done before a crash; deliver again
         else:
-            waiting_id = await store.waiting_task(msg.conversation_id)
-            waiting = await store.load_task(waiting_id) if waiting_id else None
+            waiting = head.waiting
             if waiting is not None and waiting.status == "asked_user":
                 await store.set_waiting(msg.conversation_id, None)
                 await self._mark_merged(item.task_id, waiting.task_id, msg)

@@ -17,7 +17,10 @@ from ..task import TaskState
 
 @dataclass(slots=True)
 class Snapshot:
-    """A conversation as the context window needs it: bounded, whatever the archive size."""
+    """A conversation as the context window needs it: bounded, whatever the archive size.
+
+    Its messages may be shared with other snapshots of the conversation: read them, and use
+    ``dataclasses.replace`` for a changed copy."""
 
     window: list[Message] = field(default_factory=list)
     plan: str = ""
@@ -79,6 +82,13 @@ class ConversationStore(abc.ABC):
     async def append(self, conversation_id: str, messages: list[Message], *,
                      task: TaskState | None = None) -> WindowSize:
         """Append messages to the window (and save ``task`` in the same atomic step)."""
+
+    async def append_and_read(self, conversation_id: str, messages: list[Message], *,
+                              task: TaskState | None = None) -> tuple[WindowSize, Snapshot]:
+        """``append``, then the conversation as the next model call reads it (one round trip
+        where the backend can)."""
+        size = await self.append(conversation_id, messages, task=task)
+        return size, await self.snapshot(conversation_id)
 
     @abc.abstractmethod
     async def rewrite_window(self, conversation_id: str, keep: list[Message],

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 _STATE_FILE = "server.json"
 _CONFIG_FILE = "valkey.conf"
 _START_TIMEOUT = 15.0
+_MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +41,15 @@ class ServerInfo:
     pid: int
     port: int
     password: str
+    #: The Unix socket beside the data, when its path fits in one (clients on this machine
+    #: use it: a round trip here costs ~30-50% less than over loopback TCP).
+    socket: str | None = None
 
     @property
     def url(self) -> str:
-        """A redis:// URL with the password (never log it)."""
+        """A redis:// (or unix://) URL with the password (never log it)."""
+        if self.socket:
+            return f"unix://:{self.password}@{self.socket}?db=0"
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
 
@@ -102,10 +108,13 @@ class EmbeddedValkey:
     async def _spawn(self) -> ServerInfo:
         password = self._password()
         port = self.port or _free_port()
+        sock = self.dir / "valkey.sock"
+        unix = str(sock) if len(str(sock).encode()) < _MAX_SOCKET_PATH else None
         config = self.dir / _CONFIG_FILE
         config.write_text("\n".join([
             "bind 127.0.0.1",
             f"port {port}",
+            *([f"unixsocket {unix}", "unixsocketperm 700"] if unix else []),
             f"dir {self.dir}",
             "protected-mode yes",
             "daemonize no",
@@ -122,7 +131,7 @@ class EmbeddedValkey:
         self._process = subprocess.Popen(  # noqa: ASYNC220 - fork/exec returns at once
             [str(binary_path()), str(config)], cwd=str(self.dir),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        info = ServerInfo(self._process.pid, port, password)
+        info = ServerInfo(self._process.pid, port, password, unix)
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:
             code = self._process.poll()
@@ -140,7 +149,7 @@ class EmbeddedValkey:
                 f"the embedded Valkey server did not start within {_START_TIMEOUT:g}s")
         state = self.dir / _STATE_FILE
         state.write_text(json.dumps({"pid": info.pid, "port": info.port,
-                                     "password": info.password}))
+                                     "password": info.password, "socket": info.socket}))
         state.chmod(0o600)
         log.info("started the embedded Valkey server on 127.0.0.1:%d (data in %s)", port,
                  self.dir)
@@ -187,16 +196,18 @@ class EmbeddedValkey:
     def _read_state(self) -> ServerInfo | None:
         try:
             data = json.loads((self.dir / _STATE_FILE).read_text())
-            return ServerInfo(int(data["pid"]), int(data["port"]), str(data["password"]))
+            return ServerInfo(int(data["pid"]), int(data["port"]), str(data["password"]),
+                              data.get("socket") or None)
         except (OSError, ValueError, KeyError):
             return None
 
 
 async def _ping(info: ServerInfo) -> bool:
-    """True when a server answers AUTH + PING on the port."""
+    """True when a server answers AUTH + PING where clients will connect."""
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", info.port), 1.0)
+            asyncio.open_unix_connection(info.socket) if info.socket
+            else asyncio.open_connection("127.0.0.1", info.port), 1.0)
     except (OSError, TimeoutError):
         return False
     try:

@@ -66,12 +66,13 @@ async def open_store(settings: Settings) -> OpenStore:
         embedded = EmbeddedValkey(settings.hermes_data_dir)
         info = await embedded.start()
         url = info.url
-        location = f"embedded valkey 127.0.0.1:{info.port} ({embedded.dir})"
+        where = info.socket or f"127.0.0.1:{info.port}"
+        location = f"embedded valkey {where} ({embedded.dir})"
     store = RedisConversationStore(
         connect(url), prefix=settings.redis_prefix,
         max_archive=settings.conversation_max_archive, task_retention=settings.task_retention,
         embedder=build_embedder(settings))
-    blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS)
+    blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS, coalesce=False)
     try:
         await store.ping()
         await warm(store.redis, min(settings.hermes_workers + 8, 128))

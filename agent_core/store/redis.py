@@ -37,6 +37,7 @@ from ..errors import StoreUnavailableError
 from ..messages import Message
 from ..task import TaskState
 from .base import ArchiveHit, ConversationStore, Snapshot, WindowSize
+from .coalesce import CoalescingRedis
 from .embeddings import Embedder, cosine, fuse, pack
 from .keys import Keys, check_conversation_id
 from .search import bm25, idf, query_terms, terms
@@ -52,14 +53,17 @@ _SUMMARY_CHARS = 200
 _FINISHED = ("answered", "failed", "limit", "invalid", "cancelled")
 _CANDIDATES = 10  # keyword candidates per requested hit, for re-ranking by vector
 _RECENT = 500  # most recent archived messages also compared by vector
+_PARSED = 10_000  # window messages kept parsed
 
-# One atomic step per append: the messages, the window's size, activity times, the task.
+# One atomic step per append: the messages, the window's size, activity times, the task;
+# and, when asked, the window and meta as they are now (what the next model call reads).
 # KEYS: window, meta, conversations, task, conv_tasks
-# ARGV: now, tokens, cid, task_json ("" for none), task_id, task_ttl (0: none), messages...
+# ARGV: now, tokens, cid, task_json ("" for none), task_id, task_ttl (0: none),
+#       read back ("1"/"0"), messages...
 _APPEND = """
 local length
-if #ARGV > 6 then
-  length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 7))
+if #ARGV > 7 then
+  length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 8))
 else
   length = redis.call('LLEN', KEYS[1])
 end
@@ -74,6 +78,9 @@ if ARGV[4] ~= '' then
     redis.call('SET', KEYS[4], ARGV[4])
   end
   redis.call('SADD', KEYS[5], ARGV[5])
+end
+if ARGV[7] == '1' then
+  return {length, tokens, redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2])}
 end
 return {length, tokens}
 """
@@ -132,16 +139,18 @@ def _lean_handshake() -> dict[str, Any]:
     return options
 
 
-def connect(url: str, *, max_connections: int = 512, **options: Any) -> aioredis.Redis:
+def connect(url: str, *, max_connections: int = 512, coalesce: bool = True,
+            **options: Any) -> aioredis.Redis:
     """A client with short timeouts, a small retry budget for transient blips, and a pool
-    that makes a burst wait for a free connection instead of failing."""
+    that makes a burst wait for a free connection instead of failing. ``coalesce``: the
+    concurrent commands of one loop turn go as one pipeline (see ``CoalescingRedis``)."""
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=20, decode_responses=False,
         socket_timeout=5.0, socket_connect_timeout=2.0,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
         retry_on_error=[RedisConnectionError, RedisTimeoutError], health_check_interval=30,
         **{**_lean_handshake(), **options})
-    return aioredis.Redis.from_pool(pool)
+    return (CoalescingRedis if coalesce else aioredis.Redis).from_pool(pool)
 
 
 async def warm(client: aioredis.Redis, connections: int) -> None:
@@ -178,6 +187,22 @@ class RedisConversationStore(ConversationStore):
         self._scripts_loaded = False
         self.max_archive = max_archive
         self.task_retention = task_retention
+        # A window is read before every model call and changes by a message or two between
+        # reads: parsing only the new ones saves ~0.4 ms per call on a full window. The
+        # Messages are shared between snapshots, which treat them as read-only.
+        self._parse = functools.lru_cache(maxsize=_PARSED)(_parse)
+
+    def _snapshot(self, raw: list[bytes], meta_items: Any) -> Snapshot:
+        """A Snapshot from the window's LRANGE and the meta hash's field/value pairs."""
+        meta = {as_text(k): as_text(v) for k, v in meta_items}
+        now = time.time()
+        return Snapshot(
+            window=[self._parse(item) for item in raw],
+            plan=meta.get("plan", ""), summary=meta.get("summary", ""),
+            archived=int(meta.get("archived", 0)),
+            waiting_task=meta.get("waiting_task", ""),
+            created_at=float(meta.get("created_at", now)),
+            last_active=float(meta.get("last_active", now)))
 
     async def aclose(self) -> None:
         await self.redis.aclose()
@@ -195,30 +220,35 @@ class RedisConversationStore(ConversationStore):
         pipe.lrange(self.keys.window(cid), 0, -1)
         pipe.hgetall(self.keys.meta(cid))
         raw, meta = await pipe.execute()
-        meta = {k.decode(): v.decode() for k, v in meta.items()}
-        now = time.time()
-        return Snapshot(
-            window=[Message.from_dict(json.loads(item)) for item in raw],
-            plan=meta.get("plan", ""), summary=meta.get("summary", ""),
-            archived=int(meta.get("archived", 0)),
-            waiting_task=meta.get("waiting_task", ""),
-            created_at=float(meta.get("created_at", now)),
-            last_active=float(meta.get("last_active", now)))
+        return self._snapshot(raw, meta.items())
 
     @_unavailable
     async def append(self, conversation_id: str, messages: list[Message], *,
                      task: TaskState | None = None) -> WindowSize:
+        result = await self._run_append(conversation_id, messages, task, read=False)
+        return WindowSize(int(result[0]), int(result[1]))
+
+    @_unavailable
+    async def append_and_read(self, conversation_id: str, messages: list[Message], *,
+                              task: TaskState | None = None) -> tuple[WindowSize, Snapshot]:
+        """One round trip for the append and the read of the next model call."""
+        result = await self._run_append(conversation_id, messages, task, read=True)
+        flat = result[3]
+        snap = self._snapshot(result[2], zip(flat[::2], flat[1::2], strict=True))
+        return WindowSize(int(result[0]), int(result[1])), snap
+
+    async def _run_append(self, conversation_id: str, messages: list[Message],
+                          task: TaskState | None, *, read: bool) -> Any:
         cid = check_conversation_id(conversation_id)
         task_key = self.keys.task(task.task_id) if task is not None else self.keys.task("-")
         ttl = int(self.task_retention) if task is not None and task.status in _FINISHED else 0
-        result = await self._append(
+        return await self._append(
             keys=[self.keys.window(cid), self.keys.meta(cid), self.keys.conversations(),
                   task_key, self.keys.conv_tasks(cid)],
             args=[repr(time.time()), sum(m.tokens for m in messages), cid,
                   task.model_dump_json() if task is not None else "",
-                  task.task_id if task is not None else "", ttl,
+                  task.task_id if task is not None else "", ttl, "1" if read else "0",
                   *(_dump(m) for m in messages)])
-        return WindowSize(int(result[0]), int(result[1]))
 
     @_unavailable
     async def rewrite_window(self, conversation_id: str, keep: list[Message],
@@ -489,3 +519,7 @@ def _dump(m: Message) -> str:
 def as_text(value: Any) -> str:
     """A reply value as str (the clients return bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _parse(raw: bytes) -> Message:
+    return Message.from_dict(json.loads(raw))

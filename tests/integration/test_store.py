@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,37 @@ async def test_append_and_snapshot_round_trip(make_store: StoreFactory) -> None:
     assert snap.window[2].tool_call_id == "c1" and snap.window[2].kind == "observation"
     assert snap.tokens == size.tokens and snap.created_at <= snap.last_active
     assert (await store.snapshot("slack:T1:C9:other")).window == []
+
+
+async def test_append_and_read_returns_what_a_snapshot_then_reads(
+        make_store: StoreFactory) -> None:
+    store = make_store()
+    cid = "webhook:t:read-back"
+    await store.append(cid, [msg("first")])
+    await store.set_plan(cid, "goal: answer")
+    state = TaskState.start(TaskRequest(text="second", conversation_id=cid), deadline_at=None)
+    size, snap = await store.append_and_read(cid, [msg("second")], task=state)
+    again = await store.snapshot(cid)
+    assert [m.content for m in snap.window] == ["first", "second"] == \
+        [m.content for m in again.window]
+    assert size.messages == 2 and size.tokens == snap.tokens == again.tokens
+    assert snap.plan == again.plan == "goal: answer"
+    assert (await store.load_task(state.task_id)) is not None, "the task was saved with it"
+
+
+async def test_window_messages_are_parsed_once_and_shared(make_store: StoreFactory) -> None:
+    store = make_store()
+    cid = "webhook:t:parsed"
+    await store.append(cid, [msg("one"), msg("two")])
+    first = await store.snapshot(cid)
+    await store.append(cid, [msg("three")])
+    second = await store.snapshot(cid)
+    assert second.window[0] is first.window[0] and second.window[1] is first.window[1]
+    assert [m.content for m in second.window] == ["one", "two", "three"]
+    # A rewritten message is stored as different JSON: it is parsed anew, never stale.
+    changed = [dataclasses.replace(second.window[0], content="ONE"), *second.window[1:]]
+    await store.rewrite_window(cid, changed, [], base=[m.id for m in second.window])
+    assert [m.content for m in (await store.snapshot(cid)).window] == ["ONE", "two", "three"]
 
 
 @pytest.mark.parametrize("bad", ["", "has space", "{brace}", "a*glob", "x" * 201, "-lead"])
@@ -212,6 +245,38 @@ async def test_a_live_server_on_the_data_dir_is_reused(tmp_path: Path) -> None:
         await first.stop()
 
 
+async def test_the_embedded_server_is_reached_through_its_unix_socket(tmp_path: Path) -> None:
+    server = EmbeddedValkey(tmp_path)
+    info = await server.start()
+    client = connect(info.url)
+    try:
+        assert info.socket is not None and Path(info.socket).is_socket()
+        assert info.url.startswith("unix://")
+        assert (Path(info.socket).stat().st_mode & 0o777) == 0o700
+        await client.set("via", "socket")
+        me = await client.client_info()
+        assert info.socket in me["addr"], "the server saw a Unix-socket client"
+        # A second process on the data directory finds the same socket.
+        assert (await EmbeddedValkey(tmp_path).start()).socket == info.socket
+    finally:
+        await client.aclose()
+        await server.stop()
+
+
+async def test_a_data_dir_too_deep_for_a_socket_path_uses_tcp(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    server = EmbeddedValkey(deep)
+    info = await server.start()
+    store = RedisConversationStore(connect(info.url))
+    try:
+        assert info.socket is None and info.url.startswith("redis://")
+        assert "@127.0.0.1:" in info.url
+        assert await store.ping()
+    finally:
+        await store.aclose()
+        await server.stop()
+
+
 async def test_store_outage_fails_the_task_clearly_and_recovers(
         tmp_path: Path, make_loop: Any, model_server: ReplayModelServer) -> None:
     server = EmbeddedValkey(tmp_path)
@@ -279,3 +344,30 @@ async def test_recall_finds_a_fact_from_200_rounds_earlier_through_the_loop(
                                conversation_id="other:1"))
     other = next(m for m in model_server.requests[-1][1]["messages"] if m["role"] == "tool")
     assert json.loads(other["content"])["found"] == 0
+
+
+class ReadCountingStore(RedisConversationStore):
+    """The real store, counting the window reads that did not ride on an append."""
+
+    snapshots = 0
+
+    async def snapshot(self, conversation_id: str) -> Any:
+        self.snapshots += 1
+        return await super().snapshot(conversation_id)
+
+
+async def test_each_model_call_reads_the_window_the_append_before_it_returned(
+        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = ReadCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+    loop, _ = make_loop([recall], store=store)
+    try:
+        model_server.add(Reply.call("recall", {"query": "invoice"}), Reply("none found"))
+        result = await loop.run(TaskRequest(text="find the invoice", conversation_id="rb:1"))
+        assert result.outcome == "answered" and result.report.model_calls == 2
+        assert store.snapshots == 0, "both model calls used the window read with the append"
+        messages = model_server.requests[-1][1]["messages"]
+        assert [m["role"] for m in messages][-3:] == ["user", "assistant", "tool"], \
+            "the second call saw the instruction, the tool call and its result"
+    finally:
+        await store.forget("rb:1")
+        await store.aclose()

@@ -1,0 +1,122 @@
+"""The work queue's protocol on a real server: what a worker reads with the head item, what
+completing an item hands back, and what an empty complete must never remove."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.base import InboundMessage
+from agent_core.store.keys import Keys
+from agent_core.store.redis import connect
+from agent_core.task import TaskState
+from gateway.queue import WorkItem, WorkQueue
+
+CID = "webhook:test:c1"
+
+
+@pytest.fixture
+async def queue(redis_url: str) -> AsyncIterator[WorkQueue]:
+    redis = connect(redis_url)
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    yield WorkQueue(redis, prefix)
+    keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
+    if keys:
+        await redis.unlink(*keys)
+    await redis.aclose()
+
+
+def message(text: str) -> WorkItem:
+    inbound = InboundMessage(channel="webhook", conversation_id=CID, user_id="test:u1",
+                             text=text, platform_message_id=uuid.uuid4().hex,
+                             reply_target={})
+    return WorkItem(inbound=inbound, task_id=uuid.uuid4().hex)
+
+
+def placeholder(item: WorkItem, status: str = "queued") -> TaskState:
+    return TaskState(task_id=item.task_id, trace_id=item.task_id, conversation_id=CID,
+                     user_id="test:u1", role="", permissions=[], instruction=item.inbound.text,
+                     status=status)  # type: ignore[arg-type]
+
+
+async def claim(queue: WorkQueue) -> str:
+    token = (await queue.claim([CID])).get(CID)
+    assert token is not None
+    return token
+
+
+async def test_the_head_comes_with_its_task_state_and_the_waiting_task(queue: WorkQueue
+                                                                        ) -> None:
+    asked = message("an earlier question")
+    await queue.redis.set(queue.store_keys.task(asked.task_id),
+                          placeholder(asked, "asked_user").model_dump_json())
+    await queue.redis.hset(Keys(queue.keys.prefix).meta(CID), "waiting_task", asked.task_id)
+    item = message("the reply")
+    assert await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item)) == "queued"
+    await claim(queue)
+
+    head = await queue.head(CID)
+    assert head is not None
+    assert head.item.id == item.id and head.attempts == 1
+    assert head.task is not None and head.task.status == "queued"
+    assert head.waiting is not None and head.waiting.task_id == asked.task_id
+    assert head.waiting.status == "asked_user"
+    assert (await queue.head(CID)).attempts == 2  # type: ignore[union-attr]
+
+
+async def test_completing_an_item_hands_over_the_next_one(queue: WorkQueue) -> None:
+    first, second = message("one"), message("two")
+    for item in (first, second):
+        await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
+    token = await claim(queue)
+    head = await queue.head(CID)
+    assert head is not None and head.item.id == first.id
+
+    left, following = await queue.complete(CID, token, first.id)
+    assert left == 1
+    assert following is not None and following.item.id == second.id
+    assert following.attempts == 1 and following.task is not None
+    assert following.waiting is None
+
+    assert await queue.complete(CID, token, second.id) == (0, None)
+    assert not await queue.is_busy(CID), "the lock went with the last item"
+    assert await queue.claim([CID]) != {}, "and anyone may take the conversation again"
+
+
+async def test_an_empty_complete_never_removes_an_item_that_just_arrived(
+        queue: WorkQueue) -> None:
+    token = await claim(queue)
+    assert await queue.head(CID) is None
+    # A message arrives between the worker finding the queue empty and letting go. Its
+    # JSON contains "-" (in the text), which an id of "-" must not match.
+    late = message("a late-arriving message - with dashes")
+    await queue.ingest(late, dedupe_key=None, placeholder=placeholder(late))
+
+    left, head = await queue.complete(CID, token, "-")
+    assert left == 1
+    assert head is not None and head.item.id == late.id
+    assert await queue.length(CID) == 1
+
+
+async def test_a_lost_lease_completes_nothing(queue: WorkQueue) -> None:
+    item = message("one")
+    await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
+    await claim(queue)
+    assert await queue.complete(CID, "someone else's token", item.id) == (-1, None)
+    assert await queue.length(CID) == 1
+
+
+async def test_releasing_an_unstarted_head_does_not_count_it_as_started(
+        queue: WorkQueue) -> None:
+    item = message("one")
+    await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
+    token = await claim(queue)
+    assert (await queue.head(CID)).attempts == 1  # type: ignore[union-attr]
+    await queue.release(CID, token, unstarted=item.id)
+    token = await claim(queue)
+    assert (await queue.head(CID)).attempts == 1, "the released read was not a start"  # type: ignore[union-attr]
+    await queue.release(CID, token)
+    await claim(queue)
+    assert (await queue.head(CID)).attempts == 2  # type: ignore[union-attr]
