@@ -105,10 +105,6 @@ class ConversationStore(abc.ABC):
     async def set_plan(self, conversation_id: str, plan: str) -> None:
         """Pin a plan ("goal / done / remaining") at the top of the system message."""
 
-    async def waiting_task(self, conversation_id: str) -> str:
-        """The task waiting for this conversation's next message ("" when none)."""
-        return (await self.snapshot(conversation_id)).waiting_task
-
     @abc.abstractmethod
     async def set_waiting(self, conversation_id: str, task_id: str | None) -> None:
         """Record (or clear) the task that waits for this conversation's next message."""

@@ -42,9 +42,8 @@ class CoalescingRedis(aioredis.Redis):
         super().__init__(*args, **kwargs)
         self._turn: list[_Queued] | None = None
         self._sending: set[asyncio.Task[None]] = set()
-        #: Batches of more than one command sent so far, and the commands in them.
+        #: Batches of more than one command sent so far.
         self.batches = 0
-        self.batched = 0
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if str(args[0]).upper() in _ALONE or self.single_connection_client:
@@ -80,7 +79,6 @@ class CoalescingRedis(aioredis.Redis):
 
     async def _send(self, batch: list[_Queued]) -> None:
         self.batches += 1
-        self.batched += len(batch)
         pipe = self.pipeline(transaction=False)
         for args, options, _ in batch:
             pipe.execute_command(*args, **options)

@@ -264,8 +264,7 @@ class RedisConversationStore(ConversationStore):
                     self._scripts_loaded = True
                 try:
                     await pipe.watch(window_key, self.keys.archive_ids(cid))
-                    current = [Message.from_dict(json.loads(x))
-                               for x in await pipe.lrange(window_key, 0, -1)]
+                    current = [self._parse(x) for x in await pipe.lrange(window_key, 0, -1)]
                     expected = base if base is not None else [m.id for m in current]
                     if [m.id for m in current[: len(expected)]] != expected:
                         await pipe.reset()  # type: ignore[no-untyped-call]
@@ -369,11 +368,6 @@ class RedisConversationStore(ConversationStore):
     async def set_plan(self, conversation_id: str, plan: str) -> None:
         cid = check_conversation_id(conversation_id)
         await self.redis.hset(self.keys.meta(cid), "plan", plan)
-
-    @_unavailable
-    async def waiting_task(self, conversation_id: str) -> str:
-        cid = check_conversation_id(conversation_id)
-        return as_text(await self.redis.hget(self.keys.meta(cid), "waiting_task") or "")
 
     @_unavailable
     async def set_waiting(self, conversation_id: str, task_id: str | None) -> None:
