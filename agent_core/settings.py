@@ -153,6 +153,8 @@ class Settings(BaseSettings):
     hermes_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list, description="bearer tokens for the HTTP API (JSON list)")
     hermes_workers: int = Field(32, ge=1, le=1000, description="concurrent tasks per process")
+    hermes_event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
     hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
     hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"

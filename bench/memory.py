@@ -6,9 +6,10 @@ Prints, at archive sizes of 100, 10 000 and 100 000 messages:
 - recall latency (p50 / p95) over varied keyword queries;
 - bytes stored per archived message (server memory growth / messages);
 and, first, the CPU to open 200 pooled connections at once with redis-py's default
-handshake and with the lean one ``connect`` uses, and the CPU of 200 concurrent script
-calls sent one per pooled connection (redis-py's way) and coalesced into one pipeline
-(``CoalescingRedis``, what ``connect`` returns).
+handshake and with the lean one ``connect`` uses, and a script called by 200 coroutines at
+once (CPU per call) and by one in a row (time per call), sent one per pooled connection
+(redis-py's way) and on one multiplexed connection (``MultiplexedRedis``, what ``connect``
+returns).
 
     .venv/bin/python bench/memory.py [--sizes 100,10000,100000]
 
@@ -157,7 +158,7 @@ async def connection_setup(url: str, connections: int = 200) -> None:
                           ("lean handshake", {})):
         runs = []
         for _ in range(5):
-            client = connect(url, coalesce=False, **options)
+            client = connect(url, multiplex=False, **options)
             before = _cpu()
             await asyncio.gather(*(client.ping() for _ in range(connections)))
             runs.append(_cpu() - before)
@@ -167,26 +168,37 @@ async def connection_setup(url: str, connections: int = 200) -> None:
         f"{name} {value * 1000:.0f} ms CPU" for name, value in figures.items()))
 
 
-async def coalescing(url: str, commands: int = 200) -> None:
-    """Process CPU for ``commands`` concurrent EVALSHAs of a small script (median of 5, on
-    pools opened beforehand), one pooled connection each and coalesced."""
-    figures = {}
-    for name, coalesce in (("one connection each", False), ("coalesced", True)):
-        client = connect(url, coalesce=coalesce)
+async def multiplexing(url: str, commands: int = 200, sequential: int = 2000) -> None:
+    """The same small script called by ``commands`` coroutines at once (process CPU per
+    call, median of 5, pools opened beforehand) and by one coroutine ``sequential`` times
+    in a row (median wall time per call), one pooled connection per command (redis-py's
+    way) and on the multiplexed connection."""
+    burst, alone = {}, {}
+    for name, multiplex in (("pooled", False), ("multiplexed", True)):
+        client = connect(url, multiplex=multiplex)
         await warm(client, commands)
         script = client.register_script("return redis.call('RPUSH', KEYS[1], ARGV[1])")
+        await script(keys=["bench:multiplex"], args=["x"])
         runs = []
         for _ in range(5):
             before = _cpu()
-            await asyncio.gather(*(script(keys=["bench:coalesce"], args=["x" * 300])
+            await asyncio.gather(*(script(keys=["bench:multiplex"], args=["x" * 300])
                                    for _ in range(commands)))
             runs.append(_cpu() - before)
-        await client.delete("bench:coalesce")
+        burst[name] = statistics.median(runs)
+        times = []
+        for _ in range(sequential):
+            started = time.perf_counter()
+            await script(keys=["bench:multiplex"], args=["x"])
+            times.append(time.perf_counter() - started)
+        alone[name] = statistics.median(times)
+        await client.delete("bench:multiplex")
         await client.aclose()
-        figures[name] = statistics.median(runs)
     print(f"{commands} concurrent script calls: " + ", ".join(
-        f"{name} {value * 1e6 / commands:.0f} µs CPU each" for name, value in figures.items())
-        + f" ({figures['one connection each'] / figures['coalesced']:.1f}x)")
+        f"{name} {value * 1e6 / commands:.0f} µs CPU each" for name, value in burst.items())
+        + f" ({burst['pooled'] / burst['multiplexed']:.1f}x); one at a time: " + ", ".join(
+        f"{name} {value * 1e6:.0f} µs" for name, value in alone.items())
+        + f" ({alone['pooled'] / alone['multiplexed']:.1f}x)")
 
 
 def _cpu() -> float:
@@ -198,7 +210,7 @@ async def main(sizes: list[int]) -> None:
     server = EmbeddedValkey(Path(tempfile.mkdtemp(prefix="hermes-bench-")))
     info = await server.start()
     await connection_setup(info.url)
-    await coalescing(info.url)
+    await multiplexing(info.url)
     store = RedisConversationStore(connect(info.url), prefix="bench",
                                    max_archive=max(sizes) + 1000)
     rng = random.Random(42)

@@ -20,6 +20,7 @@ from agent_core import ConfigError, Settings
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.store.factory import OpenStore, open_store
+from agent_core.store.multiplex import MultiplexedRedis
 
 from .access import AccessPolicy
 from .approvals import ApprovalService
@@ -109,6 +110,8 @@ class Gateway:
         self.workers = WorkerPool(queue=queue, runtime=runtime, channels=self.channels,
                                   deliverer=deliverer, progress=progress, settings=settings,
                                   model_ready=self.model_ready, approvals=self.approvals)
+        if isinstance(store.redis, MultiplexedRedis):
+            log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
         await self.workers.start()
         if settings.hermes_schedules_file is not None:
             await self._load_schedules(settings.hermes_schedules_file)

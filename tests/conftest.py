@@ -43,17 +43,29 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def redis_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """One Redis-protocol server for the session: TEST_REDIS_URL if set (e.g. Debian's
-    redis-server in CI), otherwise the embedded Valkey server the gateway itself uses."""
+    redis-server in CI), otherwise the embedded Valkey server the gateway itself uses.
+    Its URL as the gateway would use it (a Unix socket, for the embedded one) and over
+    TCP."""
     external = os.environ.get("TEST_REDIS_URL")
     if external:
-        yield external
+        yield external, external
         return
     server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"))
     info = asyncio.run(server.start())
-    yield info.url
+    yield info.url, f"redis://:{info.password}@127.0.0.1:{info.port}/0"
     asyncio.run(server.stop())
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_urls: tuple[str, str]) -> str:
+    return redis_urls[0]
+
+
+@pytest.fixture(scope="session")
+def redis_tcp_url(redis_urls: tuple[str, str]) -> str:
+    return redis_urls[1]
 
 
 StoreFactory = Callable[..., RedisConversationStore]

@@ -72,10 +72,10 @@ async def open_store(settings: Settings) -> OpenStore:
         connect(url), prefix=settings.redis_prefix,
         max_archive=settings.conversation_max_archive, task_retention=settings.task_retention,
         embedder=build_embedder(settings))
-    blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS, coalesce=False)
+    blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS, multiplex=False)
     try:
         await store.ping()
-        await warm(store.redis, min(settings.hermes_workers + 8, 128))
+        await warm(store.redis, min(settings.hermes_workers + 8, 128))  # pipelines' pool
     except Exception:
         await store.aclose()
         await blocking.aclose()

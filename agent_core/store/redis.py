@@ -27,19 +27,21 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import BusyLoadingError, NoScriptError, WatchError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import StoreUnavailableError
 from ..messages import Message
 from ..task import TaskState
 from .base import ArchiveHit, ConversationStore, Snapshot, WindowSize
-from .coalesce import CoalescingRedis
 from .embeddings import Embedder, cosine, fuse, pack
 from .keys import Keys, check_conversation_id
+from .multiplex import MultiplexedRedis, pack_command
 from .search import bm25, idf, query_terms, terms
 
 log = logging.getLogger(__name__)
@@ -139,18 +141,38 @@ def _lean_handshake() -> dict[str, Any]:
     return options
 
 
-def connect(url: str, *, max_connections: int = 512, coalesce: bool = True,
+def connect(url: str, *, max_connections: int = 512, multiplex: bool = True,
             **options: Any) -> aioredis.Redis:
     """A client with short timeouts, a small retry budget for transient blips, and a pool
-    that makes a burst wait for a free connection instead of failing. ``coalesce``: the
-    concurrent commands of one loop turn go as one pipeline (see ``CoalescingRedis``)."""
+    that makes a burst wait for a free connection instead of failing. ``multiplex``: plain
+    commands share one pipelined connection (see ``MultiplexedRedis``); the pool serves
+    the rest."""
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=20, decode_responses=False,
         socket_timeout=5.0, socket_connect_timeout=2.0,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
         retry_on_error=[RedisConnectionError, RedisTimeoutError], health_check_interval=30,
         **{**_lean_handshake(), **options})
-    return (CoalescingRedis if coalesce else aioredis.Redis).from_pool(pool)
+    pool.connection_class = hiredis_packing(pool.connection_class)
+    return (MultiplexedRedis if multiplex else aioredis.Redis).from_pool(pool)
+
+
+def hiredis_packing(cls: type[AbstractConnection]) -> type[AbstractConnection]:
+    """``cls`` packing commands with hiredis (``multiplex.pack_command``) when it is installed, as
+    redis-py's synchronous client does by default (its asyncio one packs in Python: ~14 µs
+    against ~2 µs for the ingest script's 18 arguments here). Same bytes, same DataError."""
+    if not HIREDIS_AVAILABLE:
+        return cls
+    if cls not in _HIREDIS_PACKING:
+        def packed(self: AbstractConnection, *args: Any) -> list[bytes]:
+            return [pack_command(*args)]
+
+        _HIREDIS_PACKING[cls] = type(cls.__name__, (cls,), {
+            "pack_command": packed, "__module__": __name__, "__doc__": cls.__doc__})
+    return _HIREDIS_PACKING[cls]
+
+
+_HIREDIS_PACKING: dict[type[AbstractConnection], type[AbstractConnection]] = {}
 
 
 async def warm(client: aioredis.Redis, connections: int) -> None:
