@@ -28,7 +28,11 @@ on them (each connect is a step of its own event loop), so that figure carries u
 
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 5]
                                            [--model-latency 0.05] [--workers 32]
-                                           [--replicas 1] [--floor]
+                                           [--processes 1] [--replicas 1] [--floor]
+
+``--processes N`` runs the gateway as ``serve --processes N`` (N processes on one port);
+``--replicas R`` runs R separate gateways on consecutive ports, conversations spread
+over them.
 
 ``--floor`` first sends the same burst of first messages to an aiohttp app that only
 answers 202 (in its own process), on fresh and on kept-alive connections, with this
@@ -67,6 +71,17 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gateway_cpu(pid: int) -> float:
+    """CPU seconds of a gateway and of the serving processes it started (not its Valkey)."""
+    total = cpu_seconds(pid)
+    for thread in Path(f"/proc/{pid}/task").iterdir():  # children are listed per thread
+        for child in (thread / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                if b"gateway.cli" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    total += cpu_seconds(int(child))
+    return total
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -217,7 +232,7 @@ async def floor(conversations: int, port: int) -> None:
 
 
 async def main(conversations: int, messages: int, latency: float, port: int,
-               replicas: int, workers: int) -> int:
+               replicas: int, workers: int, processes: int) -> int:
     answers: dict[str, asyncio.Future[float]] = {}
     received: dict[str, int] = defaultdict(int)
 
@@ -262,7 +277,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     gateways = []
     for i in range(replicas):
         gateways.append(subprocess.Popen(  # noqa: ASYNC220 - starts and returns
-            [sys.executable, *profile, "-m", "gateway.cli", "serve", "--port", str(port + i)],
+            [sys.executable, *profile, "-m", "gateway.cli", "serve", "--port", str(port + i),
+             *(["--processes", str(processes)] if processes > 1 else [])],
             env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
             stderr=(data / f"gateway{i}.log").open("wb")))
         if i == 0:
@@ -312,11 +328,11 @@ async def main(conversations: int, messages: int, latency: float, port: int,
                     e2e[text] = arrived - http.written
                 await http.close()
 
-            cpu_before = sum(cpu_seconds(g.pid) for g in gateways)
+            cpu_before = sum(gateway_cpu(g.pid) for g in gateways)
             started = time.perf_counter()
             await asyncio.gather(*(talk(n) for n in range(conversations)))
             elapsed = time.perf_counter() - started
-            cpu_used = sum(cpu_seconds(g.pid) for g in gateways) - cpu_before
+            cpu_used = sum(gateway_cpu(g.pid) for g in gateways) - cpu_before
             await asyncio.sleep(1.0)  # let any duplicate arrive before counting
 
             async def report(task_id: str, text: str) -> None:
@@ -342,8 +358,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     added = [e2e[k] - model_time[k] for k in e2e]
     e2e_times = list(e2e.values())
     print(f"{conversations} conversations x {messages} messages, model latency "
-          f"{latency * 1000:.0f} ms, {replicas} gateway process(es) with {workers} workers "
-          "each, sharing one embedded Valkey:")
+          f"{latency * 1000:.0f} ms, {replicas} gateway(s) of {processes} serving "
+          f"process(es) with {workers} workers each, sharing one embedded Valkey:")
     print(f"  ack latency      p50 {percentile(acks, .5) * 1000:7.2f} ms   "
           f"p99 {percentile(acks, .99) * 1000:7.2f} ms   (target p99 < 50 ms)")
     for label, values in (("first messages", first_acks),
@@ -375,10 +391,12 @@ if __name__ == "__main__":
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--workers", type=int, default=32,
                         help="HERMES_WORKERS: concurrent tasks per gateway process")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="serve --processes: serving processes per gateway, one port")
     parser.add_argument("--floor", action="store_true",
                         help="first measure the same burst against a do-nothing aiohttp app")
     args = parser.parse_args()
     if args.floor:
         asyncio.run(floor(args.conversations, args.port + 50))
     sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
-                              args.port, args.replicas, args.workers)))
+                              args.port, args.replicas, args.workers, args.processes)))

@@ -7,6 +7,7 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -472,8 +473,8 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """The process is alive."""
-    return web.json_response({"status": "ok"})
+    """The process is alive (and which one answered, when several share the port)."""
+    return web.json_response({"status": "ok", "pid": os.getpid()})
 
 
 async def readyz(request: web.Request) -> web.Response:

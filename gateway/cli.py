@@ -7,6 +7,7 @@ import asyncio
 import gc
 import json
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the gateway (HTTP API, web chat, channels)")
     serve.add_argument("--host", help="address to bind (default HERMES_HOST, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default HERMES_PORT, 8080)")
+    serve.add_argument("--processes", type=int,
+                       help="serving processes sharing the port (default HERMES_PROCESSES, 1)")
+    serve.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(handler=_cmd_serve)
 
     run = sub.add_parser("run", help="run one task and print its event stream")
@@ -90,6 +94,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from aiohttp import web
 
     from .app import create_app, is_loopback
+    from .processes import Siblings, as_child, check_port_free
 
     host = args.host or settings.hermes_host
     port = args.port or settings.hermes_port
@@ -97,17 +102,37 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"refusing to listen on {host!r} without HERMES_API_KEYS: anyone who "
                           "can reach it could run the agent. Set HERMES_API_KEYS, or bind "
                           "127.0.0.1")
+    processes = 1 if args.child else (args.processes or settings.hermes_processes)
+    if processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    shared = args.child or processes > 1
+    if shared and not hasattr(socket, "SO_REUSEPORT"):
+        raise ConfigError("several serving processes need SO_REUSEPORT, which this system "
+                          "lacks; run one process (HERMES_PROCESSES=1)")
+    if processes > 1:
+        check_port_free(host, port)
     settings = settings.model_copy(update={"hermes_host": host, "hermes_port": port})
-    console = Console(stderr=True)
-    console.print(f"[bold]hermes-gateway[/] on [cyan]http://{host}:{port}/[/] (web chat at /, "
-                  "API under /agent, OpenAPI at /openapi.json)")
-    if not settings.model_configured:
-        console.print(f"[yellow]{missing_model_message()}[/]")
+    if not args.child:
+        console = Console(stderr=True)
+        console.print(f"[bold]hermes-gateway[/] on [cyan]http://{host}:{port}/[/] (web chat "
+                      "at /, API under /agent, OpenAPI at /openapi.json)"
+                      + (f", {processes} processes" if processes > 1 else ""))
+        if not settings.model_configured:
+            console.print(f"[yellow]{missing_model_message()}[/]")
     app = create_app(settings)
     app.on_startup.append(_settle_heap)  # after the gateway's own start
-    web.run_app(app, host=host, port=port, access_log=None, print=None, shutdown_timeout=15,
-                backlog=LISTEN_BACKLOG, loop=new_event_loop(settings.hermes_event_loop))
+    if args.child:
+        as_child(app)
+    elif processes > 1:
+        Siblings(processes, host, port, stop_timeout=SHUTDOWN_TIMEOUT + 5).attach(app)
+    web.run_app(app, host=host, port=port, access_log=None, print=None,
+                shutdown_timeout=SHUTDOWN_TIMEOUT, backlog=LISTEN_BACKLOG, reuse_port=shared,
+                loop=new_event_loop(settings.hermes_event_loop))
     return 0
+
+
+#: Seconds a stopping gateway gives open requests (SSE streams, /agent/run) to finish.
+SHUTDOWN_TIMEOUT = 15
 
 
 def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:

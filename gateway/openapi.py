@@ -164,7 +164,8 @@ def spec() -> dict[str, Any]:
                               "202": _json({"type": "object"}, "run queued"),
                               **_errors(401, 403, 404)}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [],
-                                 "responses": {"200": {"description": "alive"}}}},
+                                 "responses": {"200": {"description": "alive: status and "
+                                                       "the answering process's pid"}}}},
             "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],
                                 "responses": {"200": {"description": "ready"},
                                               "503": {"description": "not ready"}}}},

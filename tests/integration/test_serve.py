@@ -1,6 +1,6 @@
 """``hermes-gateway serve`` as people start it: its own process, its own embedded Valkey, on
-each event loop it can run on; a signed message in, the answer at the callback, a clean
-stop on SIGTERM."""
+each event loop it can run on, alone or as several processes sharing the port; signed
+messages in, the answers at the callback, a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -31,56 +31,160 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Serve:
+    """A ``hermes-gateway serve`` process with a scripted model."""
+
+    def __init__(self, tmp_path: Path, model: ReplayModelServer, *args: str,
+                 **env: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.data = tmp_path
+        self.log = tmp_path / "serve.log"
+        environment = {
+            **os.environ, "HERMES_DATA_DIR": str(tmp_path), "LLM_PROVIDER": "openai",
+            "LLM_MODEL_NAME": "scripted", "LLM_BASE_URL": model.openai_url,
+            "LLM_API_KEY": "sk-test-0123456789abcdef", "REDIS_URL": "",
+            "HERMES_WEBHOOK_SECRETS": json.dumps({"crm": SECRET}),
+            "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "LOG_LEVEL": "INFO", **env}
+        with self.log.open("wb") as errors:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port), *args],
+                env=environment, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
+
+    async def ready(self, http: aiohttp.ClientSession) -> None:
+        for _ in range(300):
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                async with http.get(f"{self.base}/readyz") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+        pytest.fail("serve did not become ready:\n" + self.log.read_text())
+
+    async def send(self, conversation: str, text: str, callback: str) -> None:
+        body = json.dumps({"conversation_id": conversation, "user_id": "u1", "text": text,
+                           "callback_url": callback}).encode()
+        async with aiohttp.ClientSession() as fresh, fresh.post(
+                f"{self.base}/webhook/crm", data=body,
+                headers=signed_headers(SECRET, body)) as r:
+            assert r.status == 202, await r.text()
+
+    async def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.process.wait, 40)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+async def answers(callback_server: dict[str, Any], count: int) -> list[str]:
+    for _ in range(400):
+        if len(callback_server["received"]) >= count:
+            break
+        await asyncio.sleep(0.05)
+    return sorted(p["text"] for _, _, p in callback_server["received"])
+
+
+@pytest.fixture
+async def model() -> Any:
+    server = ReplayModelServer(responder=answer_echo)
+    await server.start()
+    yield server
+    await server.stop()
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
 async def test_serve_answers_a_webhook_message_and_stops_cleanly(
-        event_loop: str, tmp_path: Path, callback_server: dict[str, Any]) -> None:
+        event_loop: str, tmp_path: Path, model: ReplayModelServer,
+        callback_server: dict[str, Any]) -> None:
     if event_loop == "uvloop":
         pytest.importorskip("uvloop")
-    model = ReplayModelServer(responder=answer_echo)
-    await model.start()
-    port = free_port()
-    env = {**os.environ, "HERMES_DATA_DIR": str(tmp_path), "HERMES_EVENT_LOOP": event_loop,
-           "LLM_PROVIDER": "openai", "LLM_MODEL_NAME": "scripted",
-           "LLM_BASE_URL": model.openai_url, "LLM_API_KEY": "sk-test-0123456789abcdef",
-           "HERMES_WEBHOOK_SECRETS": json.dumps({"crm": SECRET}), "REDIS_URL": "",
-           "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "LOG_LEVEL": "INFO"}
-    log = tmp_path / "serve.log"
-    with log.open("wb") as errors:
-        gateway = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
-            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
-    base = f"http://127.0.0.1:{port}"
+    gateway = Serve(tmp_path, model, HERMES_EVENT_LOOP=event_loop)
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(300):
-                assert gateway.poll() is None, log.read_text()
-                try:
-                    async with http.get(f"{base}/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-            else:
-                pytest.fail("serve did not become ready:\n" + log.read_text())
-            body = json.dumps({"conversation_id": "t1", "user_id": "u1", "text": "ping?",
-                               "callback_url": callback_server["url"]}).encode()
-            async with http.post(f"{base}/webhook/crm", data=body,
-                                 headers=signed_headers(SECRET, body)) as r:
-                assert r.status == 202, await r.text()
-            for _ in range(200):
-                if callback_server["received"]:
-                    break
-                await asyncio.sleep(0.05)
-            assert [p["text"] for _, _, p in callback_server["received"]] == \
-                ["answer to: ping?"], log.read_text()
-        gateway.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(gateway.wait, 30) == 0, log.read_text()
+            await gateway.ready(http)
+        await gateway.send("t1", "ping?", callback_server["url"])
+        assert await answers(callback_server, 1) == ["answer to: ping?"], \
+            gateway.log.read_text()
+        assert await gateway.stop() == 0, gateway.log.read_text()
     finally:
-        if gateway.poll() is None:
-            gateway.kill()
-        await model.stop()
-    text = log.read_text()
+        gateway.kill()
+    text = gateway.log.read_text()
     assert "Traceback" not in text and "ERROR" not in text, text
     assert not (tmp_path / "valkey" / "server.json").exists(), "its Valkey was stopped too"
+
+
+@pytest.mark.timeout(120)
+async def test_several_processes_share_the_port_and_stop_together(
+        tmp_path: Path, model: ReplayModelServer, callback_server: dict[str, Any]) -> None:
+    gateway = Serve(tmp_path, model, "--processes", "2")
+    try:
+        async with aiohttp.ClientSession() as http:
+            await gateway.ready(http)
+        pids = set()
+        for _ in range(40):  # fresh connections: the kernel spreads them over both
+            async with aiohttp.ClientSession() as fresh, \
+                    fresh.get(f"{gateway.base}/healthz") as r:
+                pids.add((await r.json())["pid"])
+        assert len(pids) == 2 and gateway.process.pid in pids, pids
+        await asyncio.gather(*(gateway.send(f"c{n}", f"m{n}", callback_server["url"])
+                               for n in range(20)))
+        assert await answers(callback_server, 20) == sorted(
+            f"answer to: m{n}" for n in range(20)), gateway.log.read_text()
+        assert await gateway.stop() == 0, gateway.log.read_text()
+    finally:
+        gateway.kill()
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or \
+            "zombie" in Path(f"/proc/{pid}/status").read_text(), f"process {pid} still runs"
+    text = gateway.log.read_text()
+    assert "Traceback" not in text and "ERROR" not in text, text
+    assert not (tmp_path / "valkey" / "server.json").exists(), "the store stopped last"
+
+
+@pytest.mark.timeout(90)
+async def test_a_child_stops_when_its_parent_is_killed(
+        tmp_path: Path, model: ReplayModelServer) -> None:
+    gateway = Serve(tmp_path, model, "--processes", "2")
+    child = None
+    try:
+        async with aiohttp.ClientSession() as http:
+            await gateway.ready(http)
+            for _ in range(40):
+                async with aiohttp.ClientSession() as fresh, \
+                        fresh.get(f"{gateway.base}/healthz") as r:
+                    pid = (await r.json())["pid"]
+                if pid != gateway.process.pid:
+                    child = pid
+                    break
+        assert child is not None
+        gateway.process.kill()
+        gateway.process.wait()
+        for _ in range(100):
+            if not Path(f"/proc/{child}").exists():
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail(f"the child {child} outlived its parent")
+    finally:
+        gateway.kill()
+        state = tmp_path / "valkey" / "server.json"
+        if state.exists():  # the store outlives a killed parent, as with one process
+            os.kill(json.loads(state.read_text())["pid"], signal.SIGTERM)
+
+
+def test_several_processes_refuse_a_port_already_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port),
+             "--processes", "2"], env={**os.environ, "HERMES_DATA_DIR": str(tmp_path)},
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in done.stderr
