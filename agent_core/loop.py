@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -46,7 +47,7 @@ from .prompt import REPAIR_PROMPT, system_message
 from .replanner import Replanner
 from .report import Outcome, TaskReport
 from .settings import Settings
-from .store.base import BoundMemory, ConversationStore, Snapshot
+from .store.base import BoundMemory, ConversationStore, Snapshot, WindowSize
 from .task import PendingApproval, Question, RuntimeState, TaskRequest, TaskResult, TaskState
 from .tools.context import ToolContext
 from .tools.executor import ToolExecutor, ToolResult
@@ -135,6 +136,9 @@ class _Run:
     #: The conversation as read back by the last append, for the next model call (None
     #: once used, or when something may have changed it since).
     snapshot: Snapshot | None = None
+    #: An append still under way (the first one, when the conversation came with the
+    #: request); every later store step waits for it first (``_settle``).
+    behind: asyncio.Future[Any] | None = None
 
 
 class TaskLoop:
@@ -176,8 +180,12 @@ class TaskLoop:
         self.shutting_down = False
 
     # --- public ------------------------------------------------------------------------
-    async def run(self, request: TaskRequest) -> TaskResult:
-        """Start a task and drive it until it answers, pauses or fails."""
+    async def run(self, request: TaskRequest, *,
+                  conversation: Snapshot | None = None) -> TaskResult:
+        """Start a task and drive it until it answers, pauses or fails. ``conversation``:
+        the conversation as the caller just read it (the gateway's queue reads it with the
+        message); then the instruction is stored while the first model call is under way,
+        instead of before it."""
         timeout = request.deadline or self.config.task_timeout
         state = TaskState.start(request, deadline_at=time.time() + timeout)
         run = _Run(state, TaskReport(), RuntimeState(), request.control)
@@ -186,7 +194,7 @@ class TaskLoop:
                 "task_id": state.task_id, "text": request.text[:2000],
                 "user_id": request.user_id, "model": self.model.name})
             instruction = Message(role="user", content=request.text, kind="instruction")
-            return await self._drive(run, [instruction])
+            return await self._drive(run, [instruction], conversation)
 
     async def resume(
         self,
@@ -234,19 +242,24 @@ class TaskLoop:
             return await self._drive(run, [])
 
     # --- driving -----------------------------------------------------------------------
-    async def _drive(self, run: _Run, first: list[Message]) -> TaskResult:
+    async def _drive(self, run: _Run, first: list[Message],
+                     conversation: Snapshot | None = None) -> TaskResult:
         state = run.state
         try:
             remaining = max(0.0, (state.deadline_at or time.time() + 1e9) - time.time())
             try:
                 async with asyncio.timeout(remaining):
-                    if first:
+                    if first and conversation is not None:
+                        await self._append_behind(run, first, conversation)
+                    elif first:
                         await self._append(run, first, read_back=True)
                     outcome, text = await self._rounds(run)
             except TimeoutError:
                 raise AgentDeadlineError(self.config.task_timeout) from None
         except asyncio.CancelledError:
             if self.shutting_down:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._settle(run))
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.store.save_task(state))
                 raise
@@ -344,11 +357,13 @@ class TaskLoop:
     async def _call_model(self, run: _Run) -> ModelResponse:
         messages = await self._context(run, shrink=False)
         try:
-            return await self._timed_complete(run, messages)
+            response = await self._timed_complete(run, messages)
         except ContextLengthError:
             log.warning("context too long for the model; shrinking once and retrying")
             messages = await self._context(run, shrink=True)
-            return await self._timed_complete(run, messages)
+            response = await self._timed_complete(run, messages)
+        await self._settle(run)  # nothing acts on an answer to messages not yet stored
+        return response
 
     async def _timed_complete(self, run: _Run, messages: list[Message]) -> ModelResponse:
         request = ModelRequest(
@@ -368,6 +383,8 @@ class TaskLoop:
 
     async def _context(self, run: _Run, *, shrink: bool) -> list[Message]:
         state = run.state
+        if run.snapshot is None:
+            await self._settle(run)
         snap = run.snapshot or await self.store.snapshot(state.conversation_id)
         run.snapshot = None
         system = system_message(
@@ -401,6 +418,7 @@ class TaskLoop:
         return response.text
 
     async def _replan(self, run: _Run, why: str) -> None:
+        await self._settle(run)
         snap = run.snapshot or await self.store.snapshot(run.state.conversation_id)
         run.snapshot = None  # the plan is about to change
         started = time.perf_counter()
@@ -548,6 +566,44 @@ class TaskLoop:
                       read_back: bool = False) -> None:
         """Store messages with the task's state; ``read_back`` when a model call comes next,
         so that its read of the conversation rides on the same round trip."""
+        await self._settle(run)
+        state = self._stamp(run, messages)
+        run.snapshot = None
+        if read_back:
+            size, run.snapshot = await self.store.append_and_read(
+                state.conversation_id, messages, task=state)
+        else:
+            size = await self.store.append(state.conversation_id, messages, task=state)
+        await self._evict_if_over(run, size)
+
+    async def _append_behind(self, run: _Run, messages: list[Message],
+                             conversation: Snapshot) -> None:
+        """Store messages while the next model call is under way: that call reads
+        ``conversation`` (as the caller read it) plus them, and ``_settle`` waits for the
+        write before anything else touches the store. Saves the round trip in front of a
+        new task's first model call."""
+        state = self._stamp(run, messages)
+        run.snapshot = dataclasses.replace(conversation,
+                                           window=[*conversation.window, *messages])
+        # A copy: the state moves on (its round) before the write's coroutine first runs.
+        behind = asyncio.ensure_future(self.store.append(
+            state.conversation_id, messages, task=state.model_copy()))
+        behind.add_done_callback(_retrieved)  # a failure is raised by _settle, not logged
+        run.behind = behind
+        size = WindowSize(len(run.snapshot.window), run.snapshot.tokens)
+        if size.messages > self.config.max_context_messages or \
+                size.tokens > self.config.prompt_budget - run.system_tokens:
+            await self._settle(run)
+            await self._evict_if_over(run, size)
+
+    async def _settle(self, run: _Run) -> None:
+        """Wait for an append still under way; raises what it failed with."""
+        behind, run.behind = run.behind, None
+        if behind is not None:
+            await behind
+
+    def _stamp(self, run: _Run, messages: list[Message]) -> TaskState:
+        """Ready messages and the task's state for storing; returns the state."""
         state = run.state
         for m in messages:
             m.task_id = state.task_id
@@ -555,17 +611,15 @@ class TaskLoop:
             m.tokens = message_tokens(self.counter, m)
         state.report = run.report.to_dict()
         state.updated_at = time.time()
-        run.snapshot = None
-        if read_back:
-            size, run.snapshot = await self.store.append_and_read(
-                state.conversation_id, messages, task=state)
-        else:
-            size = await self.store.append(state.conversation_id, messages, task=state)
+        return state
+
+    async def _evict_if_over(self, run: _Run, size: WindowSize) -> None:
         budget = self.config.prompt_budget - run.system_tokens
         if size.messages > self.config.max_context_messages or size.tokens > budget:
             await self._evict(run, budget)
 
     async def _evict(self, run: _Run, budget: int) -> None:
+        await self._settle(run)
         snap = run.snapshot or await self.store.snapshot(run.state.conversation_id)
         run.snapshot = None  # the window is about to change
         # Evict down to a low-water mark, so that a full window is rewritten every few
@@ -589,6 +643,7 @@ class TaskLoop:
             closing, run.closing = run.closing, []
             await self._append(run, closing)  # saves the final state in the same step
         else:
+            await self._settle(run)
             state.report = run.report.to_dict()
             state.updated_at = time.time()
             await self.store.save_task(state)
@@ -642,6 +697,12 @@ def _preview(output: Any, limit: int = 500) -> str:
     text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False,
                                                              default=str)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a background write's failure as seen (it is raised where it is awaited)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _with_content(m: Message, content: str) -> Message:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
+from agent_core.store.base import Snapshot
 from agent_core.store.keys import Keys
 from agent_core.store.redis import as_text
 from agent_core.task import TaskState
@@ -102,14 +104,15 @@ return 'queued'
 """
 
 # The head item, counted as started, with what a worker needs to start it: the item's task
-# state and the state of a task of the conversation that waits for a reply (one round trip;
-# the task keys are built from ARGV[1], so the queue works on one Redis, not a Cluster).
-# Flags left by an earlier task are cleared.
+# state, the state of a task of the conversation that waits for a reply, and the
+# conversation's window and meta hash, which the task's first model call reads (one round
+# trip; the task keys are built from ARGV[1], so the queue works on one Redis, not a
+# Cluster). Flags left by an earlier task are cleared.
 _READ_HEAD = """
-local function read_head(queue, attempts, control, meta, task_prefix)
+local function read_head(queue, attempts, control, meta, window, task_prefix)
   local raw = redis.call('LINDEX', queue, 0)
   if not raw then
-    return {false, 0, false, false}
+    return {false, 0, false, false, {}, {}}
   end
   local item = cjson.decode(raw)
   redis.call('DEL', control)
@@ -119,19 +122,20 @@ local function read_head(queue, attempts, control, meta, task_prefix)
   if waiting and waiting ~= '' then
     waiting_state = redis.call('GET', task_prefix .. waiting)
   end
-  return {raw, started, redis.call('GET', task_prefix .. item['task_id']), waiting_state}
+  return {raw, started, redis.call('GET', task_prefix .. item['task_id']), waiting_state,
+          redis.call('LRANGE', window, 0, -1), redis.call('HGETALL', meta)}
 end
 """
 
-# KEYS: queue, attempts, control, meta   ARGV: task key prefix
+# KEYS: queue, attempts, control, meta, window   ARGV: task key prefix
 _HEAD = _READ_HEAD + """
-return read_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+return read_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1])
 """
 
 # Remove the finished head item; move leftover steer messages into the queue; release the
 # lock (and leave `pending`) only if nothing is left, else read the next head.
-# KEYS: lock, queue, pending, steer, attempts, control, meta   ARGV: token, item_id, cid,
-# task key prefix.  Returns {items left (-1: lease lost), head...}
+# KEYS: lock, queue, pending, steer, attempts, control, meta, window   ARGV: token, item_id,
+# cid, task key prefix.  Returns {items left (-1: lease lost), head...}
 _COMPLETE = _READ_HEAD + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {-1}
@@ -152,8 +156,8 @@ if left == 0 then
   redis.call('DEL', KEYS[1])
   return {0}
 end
-local following = read_head(KEYS[2], KEYS[5], KEYS[6], KEYS[7], ARGV[4])
-return {left, following[1], following[2], following[3], following[4]}
+local following = read_head(KEYS[2], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[4])
+return {left, unpack(following)}
 """
 
 
@@ -168,23 +172,35 @@ class Head:
     task: TaskState | None
     #: A task of the conversation waiting for the user's reply, if any.
     waiting: TaskState | None
+    #: The conversation's window and metadata as they were read with the item (None when
+    #: the queue has no reader for them).
+    conversation: Snapshot | None = None
 
 
-def _head(reply: Any) -> Head | None:
-    raw, attempts, task, waiting = reply
+#: Makes a Snapshot of a conversation from its window's items and its meta hash's flat
+#: field/value list (``RedisConversationStore.parse_snapshot``).
+SnapshotReader = Callable[[list[bytes], list[bytes]], Snapshot]
+
+
+def _head(reply: Any, read: SnapshotReader | None) -> Head | None:
+    raw, attempts, task, waiting, window, meta = reply
     if raw is None:
         return None
     return Head(WorkItem.model_validate_json(raw), int(attempts),
                 TaskState.model_validate_json(task) if task else None,
-                TaskState.model_validate_json(waiting) if waiting else None)
+                TaskState.model_validate_json(waiting) if waiting else None,
+                read(window, meta) if read is not None else None)
 
 
 class WorkQueue:
     """Ingest, claim, renew, complete: the queue's whole protocol."""
 
     def __init__(self, redis: Redis, prefix: str, *, lease: float = 30.0,
-                 dedupe_ttl: int = 86400, blocking: Redis | None = None) -> None:
+                 dedupe_ttl: int = 86400, blocking: Redis | None = None,
+                 conversations: SnapshotReader | None = None) -> None:
         self.redis = redis
+        #: Parses the conversation read with each head item (see ``Head.conversation``).
+        self.conversations = conversations
         #: The client for BLMPOP (its own pool; see ``OpenStore.blocking``).
         self.blocking = blocking or redis
         self.keys = QueueKeys(prefix)
@@ -245,7 +261,8 @@ class WorkQueue:
         """The item at the head of the queue, counted as started (one round trip)."""
         return _head(await self._head(
             keys=[self.keys.queue(cid), self.keys.attempts(), self.keys.control(cid),
-                  self.store_keys.meta(cid)], args=[self.store_keys.task("")]))
+                  self.store_keys.meta(cid), self.store_keys.window(cid)],
+            args=[self.store_keys.task("")]), self.conversations)
 
     async def complete(self, cid: str, token: str, item_id: str) -> tuple[int, Head | None]:
         """Remove a finished head item. Returns how many items are left (0: the lock was
@@ -253,11 +270,11 @@ class WorkQueue:
         started (one round trip)."""
         keys = [self.keys.lock(cid), self.keys.queue(cid), self.keys.pending(),
                 self.keys.steer(cid), self.keys.attempts(), self.keys.control(cid),
-                self.store_keys.meta(cid)]
+                self.store_keys.meta(cid), self.store_keys.window(cid)]
         reply = await self._complete(keys=keys, args=[token, item_id, cid,
                                                       self.store_keys.task("")])
         left = int(reply[0])
-        return left, _head(reply[1:]) if left > 0 else None
+        return left, _head(reply[1:], self.conversations) if left > 0 else None
 
     async def wake(self, cid: str) -> None:
         """Ask a worker (of any replica) to look at a conversation, after those already

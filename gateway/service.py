@@ -81,7 +81,8 @@ class Gateway:
                                                audit=self.audit)
         self.queue = queue = WorkQueue(store.redis, settings.redis_prefix,
                                        lease=settings.hermes_lease_seconds,
-                                       blocking=self.opened.blocking)
+                                       blocking=self.opened.blocking,
+                                       conversations=store.parse_snapshot)
         self.eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention,
                                  blocking=self.opened.blocking)
         self.eventlog.start()

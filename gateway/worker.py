@@ -289,7 +289,8 @@ class WorkerPool:
                 runner = loop.resume(waiting.task_id, reply=msg.text, control=control)
             else:
                 runner = loop.run(self._request(item, f"{msg.channel}:{msg.user_id}", control,
-                                                user_name=msg.user_name))
+                                                user_name=msg.user_name),
+                                  conversation=head.conversation)
         task = asyncio.ensure_future(runner)
         self._running_tasks[item.task_id] = task
         if channel is not None and item.kind != "scheduled":

@@ -214,6 +214,11 @@ class RedisConversationStore(ConversationStore):
         # Messages are shared between snapshots, which treat them as read-only.
         self._parse = functools.lru_cache(maxsize=_PARSED)(_parse)
 
+    def parse_snapshot(self, window: list[bytes], meta: list[bytes]) -> Snapshot:
+        """A Snapshot from a window read elsewhere (its LRANGE, the meta hash's HGETALL as
+        a flat field/value list), parsed through this store's cache."""
+        return self._snapshot(window, zip(meta[::2], meta[1::2], strict=True))
+
     def _snapshot(self, raw: list[bytes], meta_items: Any) -> Snapshot:
         """A Snapshot from the window's LRANGE and the meta hash's field/value pairs."""
         meta = {as_text(k): as_text(v) for k, v in meta_items}
@@ -255,9 +260,8 @@ class RedisConversationStore(ConversationStore):
                               task: TaskState | None = None) -> tuple[WindowSize, Snapshot]:
         """One round trip for the append and the read of the next model call."""
         result = await self._run_append(conversation_id, messages, task, read=True)
-        flat = result[3]
-        snap = self._snapshot(result[2], zip(flat[::2], flat[1::2], strict=True))
-        return WindowSize(int(result[0]), int(result[1])), snap
+        return WindowSize(int(result[0]), int(result[1])), self.parse_snapshot(result[2],
+                                                                               result[3])
 
     async def _run_append(self, conversation_id: str, messages: list[Message],
                           task: TaskState | None, *, read: bool) -> Any:

@@ -356,6 +356,72 @@ class ReadCountingStore(RedisConversationStore):
         return await super().snapshot(conversation_id)
 
 
+class AppendCountingStore(ReadCountingStore):
+    """Also counts appends, those that read back and those that do not; ``fail_appends``
+    makes that many plain appends fail as an unreachable server would."""
+
+    appends = 0
+    read_backs = 0
+    fail_appends = 0
+
+    async def append(self, conversation_id: str, messages: Any, **kw: Any) -> Any:
+        self.appends += 1
+        await asyncio.sleep(0.05)  # a slow store: the model call runs meanwhile
+        if self.fail_appends:
+            self.fail_appends -= 1
+            raise StoreUnavailableError("the conversation store is unreachable: test")
+        return await super().append(conversation_id, messages, **kw)
+
+    async def append_and_read(self, conversation_id: str, messages: Any, **kw: Any) -> Any:
+        self.read_backs += 1
+        return await super().append_and_read(conversation_id, messages, **kw)
+
+
+async def test_with_the_conversation_given_the_instruction_is_stored_during_the_model_call(
+        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+    loop, _ = make_loop([recall], store=store)
+    try:
+        model_server.add(Reply("first answer"))
+        await loop.run(TaskRequest(text="hello", conversation_id="wb:1"))
+        before = (store.appends, store.read_backs, store.snapshots)
+        model_server.add(Reply.call("recall", {"query": "hello"}), Reply("second answer"))
+        result = await loop.run(TaskRequest(text="and now?", conversation_id="wb:1"),
+                                conversation=await store.snapshot("wb:1"))
+        assert result.outcome == "answered" and result.text == "second answer"
+        store.snapshots -= 1  # the read above, made by the caller
+        assert store.read_backs == before[1] + 1, "only the tool result read back"
+        assert store.snapshots == before[2], "no model call read the window on its own"
+        first_call = model_server.requests[-2][1]["messages"]
+        assert [m["content"] for m in first_call if m["role"] != "system"] == \
+            ["hello", "first answer", "and now?"]
+        window = (await store.snapshot("wb:1")).window
+        assert [m.kind for m in window][-4:] == ["instruction", "decision", "observation",
+                                                 "answer"], "stored in the order it happened"
+        assert window[-4].content == "and now?"
+        assert (await store.load_task(result.task_id)).status == "answered"  # type: ignore[union-attr]
+    finally:
+        await store.forget("wb:1")
+        await store.aclose()
+
+
+async def test_a_failed_write_behind_fails_the_task_instead_of_answering(
+        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+    loop, _ = make_loop([recall], store=store)
+    try:
+        store.fail_appends = 1
+        model_server.add(Reply("an answer to a message the store never kept"))
+        result = await loop.run(TaskRequest(text="remember this", conversation_id="wb:2"),
+                                conversation=await store.snapshot("wb:2"))
+        assert result.outcome == "failed"
+        assert result.text == StoreUnavailableError.user_message
+        assert "never kept" not in result.text
+    finally:
+        await store.forget("wb:2")
+        await store.aclose()
+
+
 async def test_each_model_call_reads_the_window_the_append_before_it_returned(
         redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
     store = ReadCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.base import InboundMessage
+from agent_core.messages import Message
 from agent_core.store.keys import Keys
-from agent_core.store.redis import connect
+from agent_core.store.redis import RedisConversationStore, connect
 from agent_core.task import TaskState
 from gateway.queue import WorkItem, WorkQueue
 
@@ -120,3 +121,37 @@ async def test_releasing_an_unstarted_head_does_not_count_it_as_started(
     await queue.release(CID, token)
     await claim(queue)
     assert (await queue.head(CID)).attempts == 2  # type: ignore[union-attr]
+
+
+async def test_the_head_comes_with_the_conversation_its_task_will_read(
+        redis_url: str) -> None:
+    redis = connect(redis_url)
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    store = RedisConversationStore(redis, prefix=prefix)
+    queue = WorkQueue(redis, prefix, conversations=store.parse_snapshot)
+    try:
+        earlier = [Message(role="user", content="hello", kind="instruction", tokens=3),
+                   Message(role="assistant", content="hi there", kind="answer", tokens=4)]
+        await store.append(CID, earlier)
+        await store.set_plan(CID, "greet, then help")
+        first, second = message("one"), message("two")
+        for item in (first, second):
+            await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
+        token = await claim(queue)
+        head = await queue.head(CID)
+        assert head is not None and head.conversation is not None
+        assert head.conversation == await store.snapshot(CID)
+        assert [m.content for m in head.conversation.window] == ["hello", "hi there"]
+        assert head.conversation.plan == "greet, then help"
+
+        await store.append(CID, [Message(role="user", content="one", kind="instruction",
+                                         tokens=1)])
+        _, following = await queue.complete(CID, token, first.id)
+        assert following is not None and following.conversation is not None
+        assert [m.content for m in following.conversation.window] == \
+            ["hello", "hi there", "one"], "the next head reads the window as it is now"
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await redis.unlink(*keys)
+        await redis.aclose()
