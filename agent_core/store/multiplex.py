@@ -19,11 +19,13 @@ it: its reply is read and dropped. A reply that does not come within ``socket_ti
 closes the connection (the server is stuck or gone), failing what was in flight with
 TimeoutError.
 
-What does not go on the shared connection, but through redis-py's pool as before: blocking
-commands (they would hold up everyone's replies) and commands that change the connection
-they run on (``_ALONE``), pipelines and transactions (``pipeline()``), and everything when
-the client decodes responses or talks TLS (``rediss://``), which this class does not
-implement.
+A pipeline without a transaction (``pipeline(transaction=False)``) sends its commands the
+same way: they go out in one write on the shared connection, and its results and errors
+are those of redis-py's pipeline. What does not go on the shared connection, but through
+redis-py's pool as before: blocking commands (they would hold up everyone's replies) and
+commands that change the connection they run on (``_ALONE``), transactions and ``WATCH``,
+and everything when the client decodes responses or talks TLS (``rediss://``), which this
+class does not implement.
 
 The client also remembers the Lua scripts registered on it, so that a service can load
 them all when it starts (``load_scripts``): otherwise the first burst after a start finds
@@ -42,6 +44,7 @@ import hiredis
 import redis.asyncio as aioredis
 import redis.utils
 from redis._parsers.base import BaseParser
+from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import AuthenticationError, DataError, InvalidResponse, ResponseError
@@ -278,6 +281,11 @@ class MultiplexedRedis(aioredis.Redis):
         self._link = opened
         return opened
 
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        if transaction or not self._multiplexed:
+            return super().pipeline(transaction, shard_hint)
+        return _SharedPipeline(self, shard_hint)
+
     def register_script(self, script: ScriptTextT) -> AsyncScript:  # type: ignore[override]
         registered = super().register_script(script)
         self._scripts.setdefault(registered.sha, registered)
@@ -300,3 +308,32 @@ class MultiplexedRedis(aioredis.Redis):
                 await asyncio.wait([last], timeout=link.timeout or 5.0)
             link.close(RedisConnectionError("the client was closed"))
         await super().aclose(close_connection_pool)
+
+
+class _SharedPipeline(Pipeline):
+    """A pipeline without MULTI whose commands go on the shared connection, in one write."""
+
+    def __init__(self, client: MultiplexedRedis, shard_hint: Any) -> None:
+        super().__init__(client.connection_pool, client.response_callbacks, False, shard_hint)
+        self._client = client
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        if self.watching or getattr(self, "explicit_transaction", False):
+            return await super().execute(raise_on_error)
+        stack = self.command_stack
+        try:
+            if self.scripts:
+                await self.load_scripts()  # type: ignore[no-untyped-call]
+            replies = await asyncio.gather(*(self._client.execute_command(*args, **options)
+                                             for args, options in stack),
+                                           return_exceptions=True)
+        finally:
+            await self.reset()  # type: ignore[no-untyped-call]
+        for number, reply in enumerate(replies, 1):
+            if isinstance(reply, ResponseError):
+                if raise_on_error:
+                    self.annotate_exception(reply, number, stack[number - 1][0])
+                    raise reply
+            elif isinstance(reply, BaseException):
+                raise reply  # the connection failed: as redis-py's pipeline raises
+        return replies

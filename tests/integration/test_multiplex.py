@@ -72,6 +72,34 @@ async def test_replies_are_shaped_by_redis_py_callbacks(client: MultiplexedRedis
     await client.delete(h, z, s)
 
 
+async def test_a_pipeline_without_multi_shares_the_connection_and_one_write(
+        client: MultiplexedRedis) -> None:
+    h, text = key(), key()
+    await client.set(text, "not a number")
+    own = await client.client_id()
+    before = client.writes
+    pipe = client.pipeline(transaction=False)
+    pipe.hset(h, mapping={"a": "1"}).hgetall(h).client_id()
+    assert await pipe.execute() == [1, {b"a": b"1"}, own]
+    assert client.writes == before + 1
+
+    pipe = client.pipeline(transaction=False)
+    pipe.incr(h + ":n").incr(text).incr(h + ":n")
+    with pytest.raises(ResponseError, match="Command # 2"):
+        await pipe.execute()
+    assert await client.get(h + ":n") == b"2", "the commands around the error still ran"
+    pipe = client.pipeline(transaction=False)
+    pipe.incr(h + ":n").incr(text)
+    replies = await pipe.execute(raise_on_error=False)
+    assert replies[0] == 3 and isinstance(replies[1], ResponseError)
+
+    transaction = client.pipeline(transaction=True)
+    transaction.client_id().incr(h + ":n")
+    pooled, count = await transaction.execute()
+    assert pooled != own and count == 4, "MULTI/EXEC keeps a pooled connection of its own"
+    await client.delete(h, text, h + ":n")
+
+
 async def test_a_failing_command_fails_only_its_caller(client: MultiplexedRedis) -> None:
     text, number = key(), key()
     await client.set(text, "not a number")
