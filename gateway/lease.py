@@ -38,16 +38,8 @@ class Leases:
 
     async def take(self, key: str, lease_ms: int) -> str | None:
         """A token if the key was free (now ours for ``lease_ms``), else None."""
-        return (await self.take_many([key], lease_ms)).get(key)
-
-    async def take_many(self, keys: list[str], lease_ms: int) -> dict[str, str]:
-        """Take those of ``keys`` that are free, in one round trip: {key: token}."""
-        tokens = [uuid.uuid4().hex for _ in keys]
-        pipe = self.redis.pipeline(transaction=False)
-        for key, token in zip(keys, tokens, strict=True):
-            pipe.set(key, token, nx=True, px=lease_ms)
-        taken = await pipe.execute()
-        return {key: token for key, token, ok in zip(keys, tokens, taken, strict=True) if ok}
+        token = uuid.uuid4().hex
+        return token if await self.redis.set(key, token, nx=True, px=lease_ms) else None
 
     async def renew(self, key: str, token: str, lease_ms: int) -> bool:
         """Extend our lease; False if it is no longer ours."""

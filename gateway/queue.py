@@ -15,6 +15,7 @@ Keys (built by ``QueueKeys`` from the deployment prefix):
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -127,9 +128,14 @@ local function read_head(queue, attempts, control, meta, window, task_prefix)
 end
 """
 
-# KEYS: queue, attempts, control, meta, window   ARGV: task key prefix
-_HEAD = _READ_HEAD + """
-return read_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1])
+# Take the conversation's lock if it is free, and read the head with it.
+# KEYS: lock, queue, attempts, control, meta, window   ARGV: token, lease_ms, task prefix.
+# Returns nil if someone else holds the lock.
+_CLAIM = _READ_HEAD + """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return false
+end
+return read_head(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[3])
 """
 
 # Remove the finished head item; move leftover steer messages into the queue; release the
@@ -177,6 +183,15 @@ class Head:
     conversation: Snapshot | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A conversation taken by a worker: its lease token and its head item (None if its
+    queue turned out empty)."""
+
+    token: str
+    head: Head | None
+
+
 #: Makes a Snapshot of a conversation from its window's items and its meta hash's flat
 #: field/value list (``RedisConversationStore.parse_snapshot``).
 SnapshotReader = Callable[[list[bytes], list[bytes]], Snapshot]
@@ -208,8 +223,8 @@ class WorkQueue:
         self.lease_ms = int(lease * 1000)
         self.dedupe_ttl = dedupe_ttl
         self._ingest = redis.register_script(_INGEST)
-        self._head = redis.register_script(_HEAD)
         self._complete = redis.register_script(_COMPLETE)
+        self._claim = redis.register_script(_CLAIM)
         self.leases = Leases(redis)
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
@@ -244,25 +259,25 @@ class WorkQueue:
         """Conversations with queued work, oldest first (for missed wakes and dead workers)."""
         return [as_text(c) for c in await self.redis.zrange(self.keys.pending(), 0, limit - 1)]
 
-    async def claim(self, cids: list[str]) -> dict[str, str]:
-        """Take the locks of those conversations that are free (one round trip); returns
-        {conversation: lease token} for the ones taken."""
-        if not cids:
-            return {}
-        locks = {self.keys.lock(cid): cid for cid in cids}
-        taken = await self.leases.take_many(list(locks), self.lease_ms)
-        return {locks[key]: token for key, token in taken.items()}
+    async def claim(self, cids: list[str]) -> dict[str, Claim]:
+        """Take the locks of those conversations that are free, each with its head item
+        counted as started (one round trip on a multiplexed client: the scripts go out in
+        one write); returns the ones taken."""
+        async def take(cid: str) -> Claim | None:
+            token = uuid.uuid4().hex
+            reply = await self._claim(
+                keys=[self.keys.lock(cid), self.keys.queue(cid), self.keys.attempts(),
+                      self.keys.control(cid), self.store_keys.meta(cid),
+                      self.store_keys.window(cid)],
+                args=[token, self.lease_ms, self.store_keys.task("")])
+            return None if reply is None else Claim(token, _head(reply, self.conversations))
+
+        taken = await asyncio.gather(*(take(cid) for cid in cids))
+        return {cid: claim for cid, claim in zip(cids, taken, strict=True) if claim is not None}
 
     async def renew(self, cid: str, token: str) -> bool:
         """Extend the lease; False if it was lost (expired and taken by someone else)."""
         return await self.leases.renew(self.keys.lock(cid), token, self.lease_ms)
-
-    async def head(self, cid: str) -> Head | None:
-        """The item at the head of the queue, counted as started (one round trip)."""
-        return _head(await self._head(
-            keys=[self.keys.queue(cid), self.keys.attempts(), self.keys.control(cid),
-                  self.store_keys.meta(cid), self.store_keys.window(cid)],
-            args=[self.store_keys.task("")]), self.conversations)
 
     async def complete(self, cid: str, token: str, item_id: str) -> tuple[int, Head | None]:
         """Remove a finished head item. Returns how many items are left (0: the lock was

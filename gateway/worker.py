@@ -140,14 +140,12 @@ class WorkerPool:
             claimed = await self.queue.claim(batch)
             for _ in range(taken - len(claimed)):
                 self._slots.release()
-            for cid, token in claimed.items():
-                self._active[cid] = asyncio.create_task(self._serve(cid, token),
-                                                        name=f"hermes-conv-{cid}")
+            for cid, claim in claimed.items():
+                self._active[cid] = asyncio.create_task(
+                    self._serve(cid, claim.token, claim.head), name=f"hermes-conv-{cid}")
 
-    async def _serve(self, cid: str, token: str) -> None:
-        head: Head | None = None
+    async def _serve(self, cid: str, token: str, head: Head | None) -> None:
         try:
-            head = await self.queue.head(cid)
             while not self._stopping:
                 if head is None:
                     left, head = await self.queue.complete(cid, token, "-")

@@ -13,7 +13,7 @@ from agent_core.messages import Message
 from agent_core.store.keys import Keys
 from agent_core.store.redis import RedisConversationStore, connect
 from agent_core.task import TaskState
-from gateway.queue import WorkItem, WorkQueue
+from gateway.queue import Claim, WorkItem, WorkQueue
 
 CID = "webhook:test:c1"
 
@@ -42,10 +42,10 @@ def placeholder(item: WorkItem, status: str = "queued") -> TaskState:
                      status=status)  # type: ignore[arg-type]
 
 
-async def claim(queue: WorkQueue) -> str:
-    token = (await queue.claim([CID])).get(CID)
-    assert token is not None
-    return token
+async def claim(queue: WorkQueue) -> Claim:
+    taken = (await queue.claim([CID])).get(CID)
+    assert taken is not None
+    return taken
 
 
 async def test_the_head_comes_with_its_task_state_and_the_waiting_task(queue: WorkQueue
@@ -56,24 +56,24 @@ async def test_the_head_comes_with_its_task_state_and_the_waiting_task(queue: Wo
     await queue.redis.hset(Keys(queue.keys.prefix).meta(CID), "waiting_task", asked.task_id)
     item = message("the reply")
     assert await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item)) == "queued"
-    await claim(queue)
+    taken = await claim(queue)
 
-    head = await queue.head(CID)
+    head = taken.head
     assert head is not None
     assert head.item.id == item.id and head.attempts == 1
     assert head.task is not None and head.task.status == "queued"
     assert head.waiting is not None and head.waiting.task_id == asked.task_id
     assert head.waiting.status == "asked_user"
-    assert (await queue.head(CID)).attempts == 2  # type: ignore[union-attr]
+    assert await queue.claim([CID]) == {}, "one holder at a time"
 
 
 async def test_completing_an_item_hands_over_the_next_one(queue: WorkQueue) -> None:
     first, second = message("one"), message("two")
     for item in (first, second):
         await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
-    token = await claim(queue)
-    head = await queue.head(CID)
-    assert head is not None and head.item.id == first.id
+    taken = await claim(queue)
+    token = taken.token
+    assert taken.head is not None and taken.head.item.id == first.id
 
     left, following = await queue.complete(CID, token, first.id)
     assert left == 1
@@ -88,8 +88,9 @@ async def test_completing_an_item_hands_over_the_next_one(queue: WorkQueue) -> N
 
 async def test_an_empty_complete_never_removes_an_item_that_just_arrived(
         queue: WorkQueue) -> None:
-    token = await claim(queue)
-    assert await queue.head(CID) is None
+    taken = await claim(queue)
+    token = taken.token
+    assert taken.head is None
     # A message arrives between the worker finding the queue empty and letting go. Its
     # JSON contains "-" (in the text), which an id of "-" must not match.
     late = message("a late-arriving message - with dashes")
@@ -113,14 +114,15 @@ async def test_releasing_an_unstarted_head_does_not_count_it_as_started(
         queue: WorkQueue) -> None:
     item = message("one")
     await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
-    token = await claim(queue)
-    assert (await queue.head(CID)).attempts == 1  # type: ignore[union-attr]
-    await queue.release(CID, token, unstarted=item.id)
-    token = await claim(queue)
-    assert (await queue.head(CID)).attempts == 1, "the released read was not a start"  # type: ignore[union-attr]
-    await queue.release(CID, token)
-    await claim(queue)
-    assert (await queue.head(CID)).attempts == 2  # type: ignore[union-attr]
+    taken = await claim(queue)
+    assert taken.head is not None and taken.head.attempts == 1
+    await queue.release(CID, taken.token, unstarted=item.id)
+    taken = await claim(queue)
+    assert taken.head is not None
+    assert taken.head.attempts == 1, "the released read was not a start"
+    await queue.release(CID, taken.token)
+    taken = await claim(queue)
+    assert taken.head is not None and taken.head.attempts == 2
 
 
 async def test_the_head_comes_with_the_conversation_its_task_will_read(
@@ -137,8 +139,8 @@ async def test_the_head_comes_with_the_conversation_its_task_will_read(
         first, second = message("one"), message("two")
         for item in (first, second):
             await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item))
-        token = await claim(queue)
-        head = await queue.head(CID)
+        taken = await claim(queue)
+        token, head = taken.token, taken.head
         assert head is not None and head.conversation is not None
         assert head.conversation == await store.snapshot(CID)
         assert [m.content for m in head.conversation.window] == ["hello", "hi there"]
