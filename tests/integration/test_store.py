@@ -405,6 +405,28 @@ async def test_with_the_conversation_given_the_instruction_is_stored_during_the_
         await store.aclose()
 
 
+async def test_with_the_conversation_given_a_full_window_is_evicted_before_the_call(
+        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+    loop, _ = make_loop([recall], store=store, max_context_messages=6)
+    try:
+        await store.append("wb:3", [msg(f"earlier message {n}") for n in range(6)])
+        model_server.add(Reply("fine"))
+        result = await loop.run(TaskRequest(text="the seventh", conversation_id="wb:3"),
+                                conversation=await store.snapshot("wb:3"))
+        assert result.outcome == "answered"
+        sent = [m["content"] for m in model_server.requests[-1][1]["messages"]
+                if m["role"] != "system"]
+        assert len(sent) <= 6 and sent[-1] == "the seventh", sent
+        window = (await store.snapshot("wb:3")).window
+        assert [m.content for m in window][-2:] == ["the seventh", "fine"]
+        assert len(window) <= 7 and (await store.snapshot("wb:3")).archived > 0, \
+            "the evicted messages went to the archive"
+    finally:
+        await store.forget("wb:3")
+        await store.aclose()
+
+
 async def test_a_failed_write_behind_fails_the_task_instead_of_answering(
         redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
     store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
