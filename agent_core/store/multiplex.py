@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import socket
 from collections import deque
 from typing import Any, cast
 
@@ -88,6 +89,18 @@ def pack_command(*args: Any) -> bytes:
     return packed
 
 
+def keep_alive(sock: Any) -> None:
+    """TCP keepalive probes after a minute of silence: a connection a NAT or firewall
+    dropped without telling anyone is found dead within ~90 s of idleness, instead of by
+    the socket timeout of the next command sent on it."""
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):  # Linux; macOS has TCP_KEEPALIVE instead of KEEPIDLE
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
 class _Link(asyncio.Protocol):
     """One connection: requests written in order, replies handed out in the same order."""
 
@@ -111,6 +124,7 @@ class _Link(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        keep_alive(transport.get_extra_info("socket"))
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)

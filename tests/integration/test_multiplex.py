@@ -251,6 +251,20 @@ async def test_tcp_and_a_database_number(redis_tcp_url: str) -> None:
         await other.aclose()
 
 
+async def test_a_tcp_connection_probes_for_a_silently_dropped_peer(
+        redis_tcp_url: str) -> None:
+    client = connect(redis_tcp_url)
+    try:
+        await client.ping()
+        assert isinstance(client, MultiplexedRedis) and client._link is not None
+        sock = client._link.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 60
+    finally:
+        await client.aclose()
+
+
 async def test_closing_waits_for_the_replies_in_flight(redis_url: str) -> None:
     client = connect(redis_url)
     keys = [key() for _ in range(20)]
