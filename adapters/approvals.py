@@ -52,17 +52,36 @@ def slack_choice_blocks(message: OutboundMessage) -> list[dict[str, Any]]:
     ]
 
 
+#: Telegram callback_data kinds: an approval decision, a chosen answer.
+APPROVAL_DATA, CHOICE_DATA = "a", "c"
+
+
+def callback_data(kind: str, target: str, value: str) -> str:
+    """``<kind>:<approval or task id>:<y|n or index>``, within Telegram's 64 bytes."""
+    return f"{kind}:{target}:{value}"
+
+
+def parse_callback_data(data: str) -> tuple[str, str, str]:
+    """(kind, target, value) of a ``callback_data``; empty parts when it is not ours."""
+    kind, _, rest = data.partition(":")
+    target, _, value = rest.partition(":")
+    return kind, target, value
+
+
 def telegram_keyboard(message: OutboundMessage) -> InlineKeyboardMarkup:
     """Approve / Reject, with callback_data ``a:<id>:y`` / ``a:<id>:n``."""
     approval_id = str((message.approval or {}).get("id", ""))
     return InlineKeyboardMarkup([[
-        InlineKeyboardButton("✅ Approve", callback_data=f"a:{approval_id}:y"),
-        InlineKeyboardButton("❌ Reject", callback_data=f"a:{approval_id}:n"),
+        InlineKeyboardButton("✅ Approve", callback_data=callback_data(APPROVAL_DATA,
+                                                                      approval_id, "y")),
+        InlineKeyboardButton("❌ Reject", callback_data=callback_data(APPROVAL_DATA,
+                                                                     approval_id, "n")),
     ]])
 
 
 def telegram_choices(message: OutboundMessage) -> InlineKeyboardMarkup:
     """One button per offered answer, with callback_data ``c:<task id>:<index>``."""
-    return InlineKeyboardMarkup([[InlineKeyboardButton(choice[:60],
-                                                       callback_data=f"c:{message.task_id}:{i}")]
-                                 for i, choice in enumerate(message.choices[:10])])
+    return InlineKeyboardMarkup([
+        [InlineKeyboardButton(choice[:60], callback_data=callback_data(
+            CHOICE_DATA, message.task_id, str(i)))]
+        for i, choice in enumerate(message.choices[:10])])

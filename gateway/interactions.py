@@ -13,7 +13,14 @@ from typing import Any
 
 from telegram import Update
 
-from adapters.approvals import APPROVE, CHOICE, REJECT
+from adapters.approvals import (
+    APPROVAL_DATA,
+    APPROVE,
+    CHOICE,
+    CHOICE_DATA,
+    REJECT,
+    parse_callback_data,
+)
 from adapters.base import InboundMessage
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
@@ -96,16 +103,16 @@ class Interactions:
         user = query.from_user
         data = query.data or ""
         actor_name = f"@{user.username}" if user.username else user.full_name
-        kind, _, rest = data.partition(":")
-        if kind == "a":
-            approval_id, _, verdict = rest.partition(":")
+        kind, target, value = parse_callback_data(data)
+        if kind == APPROVAL_DATA:
+            approval_id, verdict = target, value
             decision = await self.approvals.decide(
                 approval_id, approved=verdict == "y", actor=f"telegram:{user.id}",
                 actor_name=actor_name)
             await query.answer(decision.message, show_alert=decision.outcome != "decided")
             return
-        if kind == "c":
-            task_id, _, index = rest.partition(":")
+        if kind == CHOICE_DATA:
+            task_id, index = target, value
             state = await self.store.load_task(task_id)
             choices = state.question.choices if state and state.question else []
             if not index.isdigit() or int(index) >= len(choices):

@@ -339,6 +339,32 @@ async def test_telegram_choice_buttons(make_gateway: GatewayFactory) -> None:
     assert h.model.requests[-1][1]["messages"][-1]["content"] == "south"
 
 
+async def test_telegram_buttons_that_are_not_ours_or_no_longer_open_change_nothing(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(telegram=True)
+    assert h.telegram is not None
+    h.model.add(Reply.call("ask_user", {"question": "Which region?",
+                                        "choices": ["north", "south"]}))
+    await post(h, update("regional sales"))
+    await h.wait_for(lambda: any(m.get("reply_markup") for m in sent(h)))
+    prompt = next(m for m in sent(h) if m.get("reply_markup"))
+    task_id = prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"].split(":")[1]
+    message = {"message_id": 557, "date": int(time.time()), "chat": PRIVATE,
+               "text": prompt["text"]}
+    requests = len(h.model.requests)
+    forged = ["zz:1:2", "", f"c:{task_id}:9", f"c:{task_id}:x", "c:no-such-task:0",
+              "a:no-such-approval:y"]
+    for n, data in enumerate(forged, 1):
+        await post(h, callback(data, 42, message))
+        await h.wait_for(lambda n=n: len(h.telegram.of("answerCallbackQuery")) == n)
+    answers = h.telegram.of("answerCallbackQuery")
+    assert all(a.get("show_alert") is True for a in answers), answers
+    assert "not known here" in answers[0]["text"] and "not known here" in answers[1]["text"]
+    assert all("no longer open" in a["text"] for a in answers[2:5]), answers
+    await asyncio.sleep(0.2)
+    assert len(h.model.requests) == requests, "no button press reached the task"
+
+
 # --- webhook links, the API, the audit log ---------------------------------------------------
 
 
