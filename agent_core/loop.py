@@ -590,11 +590,8 @@ class TaskLoop:
             state.conversation_id, messages, task=state.model_copy()))
         behind.add_done_callback(_retrieved)  # a failure is raised by _settle, not logged
         run.behind = behind
-        size = WindowSize(len(run.snapshot.window), run.snapshot.tokens)
-        if size.messages > self.config.max_context_messages or \
-                size.tokens > self.config.prompt_budget - run.system_tokens:
-            await self._settle(run)
-            await self._evict_if_over(run, size)
+        await self._evict_if_over(run, WindowSize(len(run.snapshot.window),
+                                                  run.snapshot.tokens))  # settles first
 
     async def _settle(self, run: _Run) -> None:
         """Wait for an append still under way; raises what it failed with."""

@@ -75,7 +75,7 @@ async def open_store(settings: Settings) -> OpenStore:
     blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS, multiplex=False)
     try:
         await store.ping()
-        await warm(store.redis, min(settings.hermes_workers + 8, 128))  # pipelines' pool
+        await warm(store.redis, min(settings.hermes_workers + 8, 128))  # transactions' pool
     except Exception:
         await store.aclose()
         await blocking.aclose()
