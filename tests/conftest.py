@@ -77,9 +77,10 @@ async def make_store(redis_url: str) -> AsyncIterator[StoreFactory]:
     made: list[RedisConversationStore] = []
 
     def factory(prefix: str | None = None, url: str | None = None,
+                cls: type[RedisConversationStore] = RedisConversationStore,
                 **options: Any) -> RedisConversationStore:
-        store = RedisConversationStore(connect(url or redis_url),
-                                       prefix=prefix or f"t{uuid.uuid4().hex[:12]}", **options)
+        store = cls(connect(url or redis_url), prefix=prefix or f"t{uuid.uuid4().hex[:12]}",
+                    **options)
         made.append(store)
         return store
 

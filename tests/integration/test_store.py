@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -378,84 +377,68 @@ class AppendCountingStore(ReadCountingStore):
 
 
 async def test_with_the_conversation_given_the_instruction_is_stored_during_the_model_call(
-        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
-    store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+        make_store: StoreFactory, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = make_store(cls=AppendCountingStore)
     loop, _ = make_loop([recall], store=store)
-    try:
-        model_server.add(Reply("first answer"))
-        await loop.run(TaskRequest(text="hello", conversation_id="wb:1"))
-        before = (store.appends, store.read_backs, store.snapshots)
-        model_server.add(Reply.call("recall", {"query": "hello"}), Reply("second answer"))
-        result = await loop.run(TaskRequest(text="and now?", conversation_id="wb:1"),
-                                conversation=await store.snapshot("wb:1"))
-        assert result.outcome == "answered" and result.text == "second answer"
-        store.snapshots -= 1  # the read above, made by the caller
-        assert store.read_backs == before[1] + 1, "only the tool result read back"
-        assert store.snapshots == before[2], "no model call read the window on its own"
-        first_call = model_server.requests[-2][1]["messages"]
-        assert [m["content"] for m in first_call if m["role"] != "system"] == \
-            ["hello", "first answer", "and now?"]
-        window = (await store.snapshot("wb:1")).window
-        assert [m.kind for m in window][-4:] == ["instruction", "decision", "observation",
-                                                 "answer"], "stored in the order it happened"
-        assert window[-4].content == "and now?"
-        assert (await store.load_task(result.task_id)).status == "answered"  # type: ignore[union-attr]
-    finally:
-        await store.forget("wb:1")
-        await store.aclose()
+    model_server.add(Reply("first answer"))
+    await loop.run(TaskRequest(text="hello", conversation_id="wb:1"))
+    before = (store.appends, store.read_backs, store.snapshots)
+    model_server.add(Reply.call("recall", {"query": "hello"}), Reply("second answer"))
+    result = await loop.run(TaskRequest(text="and now?", conversation_id="wb:1"),
+                            conversation=await store.snapshot("wb:1"))
+    assert result.outcome == "answered" and result.text == "second answer"
+    store.snapshots -= 1  # the read above, made by the caller
+    assert store.read_backs == before[1] + 1, "only the tool result read back"
+    assert store.snapshots == before[2], "no model call read the window on its own"
+    first_call = model_server.requests[-2][1]["messages"]
+    assert [m["content"] for m in first_call if m["role"] != "system"] == \
+        ["hello", "first answer", "and now?"]
+    window = (await store.snapshot("wb:1")).window
+    assert [m.kind for m in window][-4:] == ["instruction", "decision", "observation",
+                                             "answer"], "stored in the order it happened"
+    assert window[-4].content == "and now?"
+    assert (await store.load_task(result.task_id)).status == "answered"  # type: ignore[union-attr]
 
 
 async def test_with_the_conversation_given_a_full_window_is_evicted_before_the_call(
-        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
-    store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+        make_store: StoreFactory, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = make_store(cls=AppendCountingStore)
     loop, _ = make_loop([recall], store=store, max_context_messages=6)
-    try:
-        await store.append("wb:3", [msg(f"earlier message {n}") for n in range(6)])
-        model_server.add(Reply("fine"))
-        result = await loop.run(TaskRequest(text="the seventh", conversation_id="wb:3"),
-                                conversation=await store.snapshot("wb:3"))
-        assert result.outcome == "answered"
-        sent = [m["content"] for m in model_server.requests[-1][1]["messages"]
-                if m["role"] != "system"]
-        assert len(sent) <= 6 and sent[-1] == "the seventh", sent
-        window = (await store.snapshot("wb:3")).window
-        assert [m.content for m in window][-2:] == ["the seventh", "fine"]
-        assert len(window) <= 7 and (await store.snapshot("wb:3")).archived > 0, \
-            "the evicted messages went to the archive"
-    finally:
-        await store.forget("wb:3")
-        await store.aclose()
+    await store.append("wb:3", [msg(f"earlier message {n}") for n in range(6)])
+    model_server.add(Reply("fine"))
+    result = await loop.run(TaskRequest(text="the seventh", conversation_id="wb:3"),
+                            conversation=await store.snapshot("wb:3"))
+    assert result.outcome == "answered"
+    sent = [m["content"] for m in model_server.requests[-1][1]["messages"]
+            if m["role"] != "system"]
+    assert len(sent) <= 6 and sent[-1] == "the seventh", sent
+    window = (await store.snapshot("wb:3")).window
+    assert [m.content for m in window][-2:] == ["the seventh", "fine"]
+    assert len(window) <= 7 and (await store.snapshot("wb:3")).archived > 0, \
+        "the evicted messages went to the archive"
 
 
 async def test_a_failed_write_behind_fails_the_task_instead_of_answering(
-        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
-    store = AppendCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+        make_store: StoreFactory, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = make_store(cls=AppendCountingStore)
     loop, _ = make_loop([recall], store=store)
-    try:
-        store.fail_appends = 1
-        model_server.add(Reply("an answer to a message the store never kept"))
-        result = await loop.run(TaskRequest(text="remember this", conversation_id="wb:2"),
-                                conversation=await store.snapshot("wb:2"))
-        assert result.outcome == "failed"
-        assert result.text == StoreUnavailableError.user_message
-        assert "never kept" not in result.text
-    finally:
-        await store.forget("wb:2")
-        await store.aclose()
+    store.fail_appends = 1
+    model_server.add(Reply("an answer to a message the store never kept"))
+    result = await loop.run(TaskRequest(text="remember this", conversation_id="wb:2"),
+                            conversation=await store.snapshot("wb:2"))
+    assert result.outcome == "failed"
+    assert result.text == StoreUnavailableError.user_message
+    assert "never kept" not in result.text
 
 
 async def test_each_model_call_reads_the_window_the_append_before_it_returned(
-        redis_url: str, make_loop: Any, model_server: ReplayModelServer) -> None:
-    store = ReadCountingStore(connect(redis_url), prefix=f"t{uuid.uuid4().hex[:12]}")
+        make_store: StoreFactory, make_loop: Any, model_server: ReplayModelServer) -> None:
+    store = make_store(cls=ReadCountingStore)
     loop, _ = make_loop([recall], store=store)
-    try:
-        model_server.add(Reply.call("recall", {"query": "invoice"}), Reply("none found"))
-        result = await loop.run(TaskRequest(text="find the invoice", conversation_id="rb:1"))
-        assert result.outcome == "answered" and result.report.model_calls == 2
-        assert store.snapshots == 0, "both model calls used the window read with the append"
-        messages = model_server.requests[-1][1]["messages"]
-        assert [m["role"] for m in messages][-3:] == ["user", "assistant", "tool"], \
-            "the second call saw the instruction, the tool call and its result"
-    finally:
-        await store.forget("rb:1")
-        await store.aclose()
+    model_server.add(Reply.call("recall", {"query": "invoice"}), Reply("none found"))
+    result = await loop.run(TaskRequest(text="find the invoice", conversation_id="rb:1"))
+    assert result.outcome == "answered" and result.report.model_calls == 2
+    assert store.snapshots == 0, "both model calls used the window read with the append"
+    messages = model_server.requests[-1][1]["messages"]
+    assert [m["role"] for m in messages][-3:] == ["user", "assistant", "tool"], \
+        "the second call saw the instruction, the tool call and its result"
