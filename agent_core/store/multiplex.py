@@ -24,8 +24,10 @@ same way: they go out in one write on the shared connection, and its results and
 are those of redis-py's pipeline. What does not go on the shared connection, but through
 redis-py's pool as before: blocking commands (they would hold up everyone's replies) and
 commands that change the connection they run on (``_ALONE``), transactions and ``WATCH``,
-and everything when the client decodes responses or talks TLS (``rediss://``), which this
-class does not implement.
+and everything when the client decodes responses. Over TLS (``rediss://``) the shared
+connection is made with the SSL context redis-py's own connections would use (the same
+``ssl_*`` options from the URL or the client: CA, certificate checks, hostname check,
+client certificate), so certificates are checked the same way on both paths.
 
 The client also remembers the Lua scripts registered on it, so that a service can load
 them all when it starts (``load_scripts``): otherwise the first burst after a start finds
@@ -38,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import ssl
 from collections import deque
 from typing import Any, cast
 
@@ -203,9 +206,10 @@ class MultiplexedRedis(aioredis.Redis):
         super().__init__(*args, **kwargs)
         pool = self.connection_pool
         self._options: dict[str, Any] = dict(pool.connection_kwargs)
-        self._multiplexed = (HIREDIS_AVAILABLE and not self._options.get("decode_responses")
-                             and not issubclass(pool.connection_class, SSLConnection))
+        self._multiplexed = HIREDIS_AVAILABLE and not self._options.get("decode_responses")
         self._unix = issubclass(pool.connection_class, UnixDomainSocketConnection)
+        self._tls = issubclass(pool.connection_class, SSLConnection)
+        self._ssl_context: ssl.SSLContext | None = None
         self._link: _Link | None = None
         self._opening: asyncio.Task[_Link] | None = None
         self._retry = self._options.get("retry")
@@ -271,7 +275,8 @@ class MultiplexedRedis(aioredis.Redis):
             connecting = loop.create_unix_connection(link, options["path"])
         else:
             connecting = loop.create_connection(link, options.get("host", "localhost"),
-                                                int(options.get("port", 6379)))
+                                                int(options.get("port", 6379)),
+                                                ssl=self._tls_context() if self._tls else None)
         opened: _Link
         _, opened = await asyncio.wait_for(connecting, options.get("socket_connect_timeout"))
         # The wire protocol of the pool's connections, so that redis-py's response
@@ -294,6 +299,14 @@ class MultiplexedRedis(aioredis.Redis):
             raise
         self._link = opened
         return opened
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """The SSL context of the pool's connections (built as redis-py builds it)."""
+        if self._ssl_context is None:
+            connection = cast(SSLConnection, self.connection_pool.connection_class(
+                **self._options))
+            self._ssl_context = connection.ssl_context.get()
+        return self._ssl_context
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
         if transaction or not self._multiplexed:
