@@ -159,6 +159,8 @@ class Settings(BaseSettings):
         "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
     hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
+    hermes_shutdown_grace: float = Field(
+        20.0, ge=0, description="seconds running tasks get to finish when the gateway stops")
     hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
     hermes_webhook_secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="signed webhook sources: {source: secret}")

@@ -22,7 +22,7 @@ from agent_core.store.keys import CONVERSATION_ID
 from .approvals import Decision, approval_signature
 from .openapi import spec
 from .scheduler import Job, Scheduler
-from .service import Gateway
+from .service import Gateway, GatewayStopping
 
 log = logging.getLogger(__name__)
 
@@ -482,6 +482,8 @@ async def readyz(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
     try:
         return web.json_response(await gateway.health())
+    except GatewayStopping:
+        return web.json_response({"status": "stopping"}, status=503)
     except Exception as exc:
         return web.json_response({"status": "unavailable", "reason": type(exc).__name__},
                                  status=503)

@@ -36,10 +36,14 @@ def create_app(settings: Settings, *, model: ModelAdapter | None = None) -> web.
     async def start(_: web.Application) -> None:
         await gateway.start()
 
+    async def begin_stop(_: web.Application) -> None:
+        await gateway.begin_stop()
+
     async def stop(_: web.Application) -> None:
         await gateway.stop()
 
     app.on_startup.append(start)
+    app.on_shutdown.append(begin_stop)
     app.on_cleanup.append(stop)
     api.setup(app)
     app.router.add_post("/slack/events", _channel_route("slack"))

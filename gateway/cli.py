@@ -124,7 +124,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.child:
         as_child(app)
     elif processes > 1:
-        Siblings(processes, host, port, stop_timeout=SHUTDOWN_TIMEOUT + 5).attach(app)
+        # The others get the same grace for their tasks, and time to close their store.
+        Siblings(processes, host, port,
+                 stop_timeout=settings.hermes_shutdown_grace + 10).attach(app)
     web.run_app(app, host=host, port=port, access_log=None, print=None,
                 shutdown_timeout=SHUTDOWN_TIMEOUT, backlog=LISTEN_BACKLOG, reuse_port=shared,
                 loop=new_event_loop(settings.hermes_event_loop))

@@ -49,6 +49,7 @@ class EventLog:
         self.retention = int(retention)
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
         self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
     def start(self) -> None:
@@ -62,6 +63,11 @@ class EventLog:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
             self._writer = None
+
+    def close_followers(self) -> None:
+        """End every ``follow`` now, and those started later at once (the process is
+        stopping: an SSE client reconnects, to another replica, with Last-Event-ID)."""
+        self._closing.set()
 
     def __call__(self, event: Event) -> None:
         """EventBus handler."""
@@ -116,22 +122,35 @@ class EventLog:
 
     async def follow(self, task_id: str, after: str = "0-0", *, poll: float = 2.0
                      ) -> AsyncIterator[dict[str, Any]]:
-        """Recorded events after ``after``, then new ones as they come (from any replica)."""
+        """Recorded events after ``after``, then new ones as they come (from any replica),
+        until ``close_followers``."""
         last = after
         for item in await self.read(task_id, last):
             last = item["id"]
             yield item
-        while True:
-            rows: Any = await self.blocking.xread({self.keys.task_events(task_id): last},
-                                                  block=int(poll * 1000), count=500)
-            if not rows:
-                yield {"id": None, "type": "KEEPALIVE"}
-                continue
-            for _, entries in rows:
-                for r in entries:
-                    item = _row(r)
-                    last = item["id"]
-                    yield item
+        closing = asyncio.ensure_future(self._closing.wait())
+        reading: asyncio.Future[Any] | None = None
+        try:
+            while not self._closing.is_set():
+                reading = asyncio.ensure_future(self.blocking.xread(
+                    {self.keys.task_events(task_id): last}, block=int(poll * 1000), count=500))
+                await asyncio.wait((reading, closing), return_when=asyncio.FIRST_COMPLETED)
+                if not reading.done():
+                    return
+                rows: Any = reading.result()
+                if not rows:
+                    yield {"id": None, "type": "KEEPALIVE"}
+                    continue
+                for _, entries in rows:
+                    for r in entries:
+                        item = _row(r)
+                        last = item["id"]
+                        yield item
+        finally:
+            closing.cancel()
+            if reading is not None and not reading.done():
+                reading.cancel()
+                await asyncio.wait((reading,))
 
 
 def _row(row: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,10 @@ from .worker import WorkerPool
 log = logging.getLogger(__name__)
 
 
+class GatewayStopping(Exception):
+    """The gateway has begun to stop (what /readyz reports then)."""
+
+
 class Gateway:
     """Store, runtime, queue, router, channels and workers of one gateway process."""
 
@@ -61,6 +66,7 @@ class Gateway:
         self.audit: AuditLog | None = None
         self._background: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+        self._stop_began = 0.0
         self._leaders: list[Leadership] = []
 
     @property
@@ -189,9 +195,29 @@ class Gateway:
             raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from None
         log.info("schedules file: %d of %d jobs created or updated", changed, len(jobs))
 
-    async def stop(self) -> None:
-        """Stop taking work, finish or hand back running tasks, close everything."""
+    @property
+    def stopping(self) -> bool:
+        """Whether the gateway has begun to stop (/readyz answers 503)."""
+        return self._stopping.is_set()
+
+    async def begin_stop(self) -> None:
+        """The first step of a stop, as soon as the server stops accepting: claim no more
+        conversations, and end the requests that only follow tasks (SSE streams resume
+        elsewhere with Last-Event-ID; POST /agent/run answers 202 with the task to poll), so
+        the server's wait for open requests is short. Running tasks go on until ``stop``."""
+        if self._stopping.is_set():
+            return
+        self._stop_began = time.monotonic()
         self._stopping.set()
+        if self.workers is not None:
+            await self.workers.pause()
+        if self.eventlog is not None:
+            self.eventlog.close_followers()
+
+    async def stop(self) -> None:
+        """Stop taking work, finish running tasks (for up to HERMES_SHUTDOWN_GRACE seconds)
+        or hand them back, close everything."""
+        await self.begin_stop()
         if self.scheduler is not None:
             await self.scheduler.stop()
         if self._background:
@@ -201,7 +227,9 @@ class Gateway:
         for leader in self._leaders:
             await leader.stop()
         if self.workers is not None:
-            await self.workers.stop()
+            # The grace counts from the start of the stop (SIGTERM), not from here.
+            spent = time.monotonic() - self._stop_began
+            await self.workers.stop(max(0.0, self.settings.hermes_shutdown_grace - spent))
         for channel in self.channels.values():
             with contextlib.suppress(Exception):
                 await channel.stop()
@@ -244,6 +272,8 @@ class Gateway:
     async def health(self) -> dict[str, Any]:
         """What /readyz reports."""
         assert self.opened is not None and self.queue is not None and self.workers is not None
+        if self.stopping:
+            raise GatewayStopping("the gateway is stopping")
         await self.opened.store.ping()
         return {"status": "ready", "store": self.opened.location,
                 "channels": sorted(self.channels), "model": self._model_status(),

@@ -88,14 +88,20 @@ class WorkerPool:
         """Start dispatching."""
         self._dispatcher = asyncio.create_task(self._dispatch(), name="hermes-dispatcher")
 
-    async def stop(self, grace: float = 10.0) -> None:
-        """Stop taking work; let running tasks finish for ``grace`` seconds, then interrupt
-        them so that another process recovers them (their items stay queued)."""
+    async def pause(self) -> None:
+        """Claim nothing more. A conversation being served finishes its current item, then
+        is handed back with the rest of its queue (another process takes it at once)."""
         self._stopping = True
         if self._dispatcher is not None:
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatcher
+            self._dispatcher = None
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop taking work; let running tasks finish for ``grace`` seconds, then interrupt
+        them so that another process recovers them (their items stay queued)."""
+        await self.pause()
         if self._active:
             _, pending = await asyncio.wait(list(self._active.values()), timeout=grace)
             if pending:
@@ -185,7 +191,14 @@ class WorkerPool:
         ticks = 0
         renew_every = max(1, int(self.queue.lease_ms / 1000 / 3 / _FLAG_POLL))
         while not handler.done():
-            done, _ = await asyncio.wait({handler}, timeout=_FLAG_POLL)
+            try:
+                done, _ = await asyncio.wait({handler}, timeout=_FLAG_POLL)
+            except asyncio.CancelledError:
+                # Stopping past the grace: the task saves where it got to before the lock
+                # is given back (asyncio.wait alone would leave it running, orphaned).
+                handler.cancel()
+                await asyncio.wait({handler})
+                raise
             if done:
                 break
             ticks += 1
