@@ -21,8 +21,12 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.request.internals import parse_body
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
@@ -41,6 +45,9 @@ _PERMANENT = {"channel_not_found", "not_in_channel", "is_archived", "invalid_aut
 Ingest = Callable[..., Awaitable[Any]]
 ActionHandler = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
 
+
+#: Set in a bolt context once a listener hands its message to the queue (see _on_error).
+_QUEUEING = "hermes_queueing"
 
 class SlackChannel(Channel):
     """The Slack channel: a bolt AsyncApp plus the Web API client it shares."""
@@ -79,6 +86,7 @@ class SlackChannel(Channel):
         self.app.event("app_mention")(self._on_mention)
         self.app.event("message")(self._on_message)
         self.app.action(re.compile(r"^hermes_"))(self._on_action)
+        self.app.error(self._on_error)
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -103,8 +111,28 @@ class SlackChannel(Channel):
         body = await request.text()
         if len(body) > 1_000_000:
             return web.json_response({"error": "body too large"}, status=413)
-        bolt_request = await to_bolt_request(request)
-        bolt_response = await self.app.async_dispatch(bolt_request)
+        # bolt reads the body before it checks the signature, and fails on one that is
+        # not an object (``null``, a list): check both first, in that order.
+        if not _signed(self.signing_secret, body, request.headers):
+            return web.json_response({"error": "invalid or stale Slack signature"},
+                                     status=401)
+        try:
+            parsed = parse_body(body, request.content_type)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            return web.json_response({"error": "the body must be a JSON object, or a form "
+                                      "whose payload field is one"}, status=400)
+        try:
+            bolt_request = await to_bolt_request(request)
+            bolt_response = await self.app.async_dispatch(bolt_request)
+        except Exception as exc:
+            # bolt catches its listeners' errors (see _on_error); what escapes is bolt
+            # itself failing to read a payload Slack would not send (even its error
+            # handler's arguments are read from it).
+            log.warning("slack payload not understood: %s: %s", type(exc).__name__, exc)
+            return web.json_response({"error": "the Slack payload has an unexpected shape"},
+                                     status=400)
         if bolt_response.status >= 500:
             # Our listener could not queue the message (store down): Slack will retry.
             return web.json_response({"error": "temporarily unavailable, retry later"},
@@ -112,16 +140,20 @@ class SlackChannel(Channel):
         return await to_aiohttp_response(bolt_response)
 
     # --- inbound -------------------------------------------------------------------------
-    async def _on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+    async def _on_mention(self, event: dict[str, Any], body: dict[str, Any],
+                          context: dict[str, Any]) -> None:
         msg = self.to_inbound(event, body)
         if msg is not None:
+            context[_QUEUEING] = True
             await self.ingest(msg, dedupe_key=_dedupe(body, event))
 
-    async def _on_message(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+    async def _on_message(self, event: dict[str, Any], body: dict[str, Any],
+                          context: dict[str, Any]) -> None:
         if event.get("channel_type") != "im":
             return  # channel messages reach us as app_mention when they address us
         msg = self.to_inbound(event, body)
         if msg is not None:
+            context[_QUEUEING] = True
             await self.ingest(msg, dedupe_key=_dedupe(body, event))
 
     def to_inbound(self, event: dict[str, Any], body: dict[str, Any]) -> InboundMessage | None:
@@ -153,10 +185,24 @@ class SlackChannel(Channel):
             space_id=team, room_id=channel)
 
     async def _on_action(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any],
-                         action: dict[str, Any]) -> None:
+                         action: dict[str, Any], context: dict[str, Any]) -> None:
         await ack()  # within 3 s, before any work
         if self.on_action is not None:
+            context[_QUEUEING] = True
             await self.on_action(body, action)
+
+    async def _on_error(self, error: Exception, request: AsyncBoltRequest
+                        ) -> BoltResponse | None:
+        """bolt's error handler. Failing to queue a message or a click (the store is down)
+        keeps bolt's 500, which ``handle`` answers with a 503 so that Slack retries; any
+        other failure is a payload Slack does not send ("event": null, a channel id
+        with a ";"), refused with a 400 (a retry would fail the same way)."""
+        if request.context.get(_QUEUEING) and not isinstance(error, ValueError):
+            log.warning("slack event not queued: %s: %s", type(error).__name__, error)
+            return None
+        log.warning("slack payload not understood: %s: %s", type(error).__name__, error)
+        return BoltResponse(status=400,
+                            body={"error": "the Slack payload has an unexpected shape"})
 
     # --- outbound ------------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
@@ -262,3 +308,13 @@ class SlackChannel(Channel):
 def _dedupe(body: dict[str, Any], event: dict[str, Any]) -> str:
     team = body.get("team_id") or event.get("team") or "T"
     return f"slack:{team}:{event.get('channel')}:{event.get('ts')}"
+
+
+def _signed(secret: str, body: str, headers: Any) -> bool:
+    """Whether Slack signed ``body`` within the last five minutes (slack_sdk's check)."""
+    try:
+        return SignatureVerifier(secret).is_valid(
+            body, headers.get("X-Slack-Request-Timestamp", ""),
+            headers.get("X-Slack-Signature", ""))
+    except ValueError:  # a timestamp that is not a number
+        return False

@@ -26,6 +26,8 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, TypeHandler
 
+from agent_core.store.redis import TRANSIENT_ERRORS
+
 from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
 from .markup import split_text, to_telegram_html
 from .pacing import Pacer
@@ -70,9 +72,12 @@ class TelegramChannel(Channel):
         self.chat_interval, self.group_interval, self.global_interval = intervals
         self.on_callback: CallbackHandler | None = None
         self._typing: dict[str, asyncio.Task[None]] = {}
-        self._polling = False
+        self._poller: asyncio.Task[None] | None = None
+        #: What a handler raised, by update (PTB hands it to the error handler).
+        self._failed: dict[int, BaseException] = {}
         self.application.add_handler(CallbackQueryHandler(self._on_callback), group=0)
         self.application.add_handler(TypeHandler(Update, self._on_update), group=1)
+        self.application.add_error_handler(self._on_error)
 
     @property
     def bot(self) -> Bot:
@@ -96,24 +101,67 @@ class TelegramChannel(Channel):
 
     async def start_polling(self) -> None:
         """Long polling (called by one replica only: the leader)."""
-        if self._polling:
+        if self._poller is not None:
             return
         await self.bot.delete_webhook()
-        await self.application.start()
-        assert self.application.updater is not None
-        await self.application.updater.start_polling(
-            allowed_updates=["message", "callback_query"], poll_interval=0.0, timeout=20)
-        self._polling = True
+        self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
 
     async def stop_polling(self) -> None:
         """Stop polling (leadership lost, or shutdown)."""
-        if not self._polling:
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            await asyncio.wait({poller})
+
+    async def _poll(self, hold: int = 20) -> None:
+        """getUpdates in a loop. An update is confirmed to Telegram (by asking for the ones
+        after it) only once it is queued: while the store is down the same update is asked
+        for again, so nothing is lost (PTB's own Updater confirms updates as it fetches
+        them, before they are handled)."""
+        offset: int | None = None
+        pause = 1.0
+        while True:
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset, timeout=hold, allowed_updates=["message", "callback_query"])
+            except RetryAfter as exc:
+                await asyncio.sleep(_retry_seconds(exc))
+                continue
+            except (NetworkError, TimedOut) as exc:  # TimedOut: the long poll ran out
+                log.warning("telegram getUpdates failed: %s; retrying in %.0fs", exc, pause)
+                await asyncio.sleep(pause)
+                pause = min(30.0, pause * 2)
+                continue
+            pause = 1.0
+            for update in updates:
+                failure = await self.process(update)
+                if isinstance(failure, TRANSIENT_ERRORS):
+                    log.warning("telegram update %d not queued (%s); asking for it again",
+                                update.update_id, failure)
+                    await asyncio.sleep(1.0)
+                    break
+                if failure is not None:
+                    log.error("telegram update %d dropped: %s: %s", update.update_id,
+                              type(failure).__name__, failure)
+                offset = update.update_id + 1
+
+    async def process(self, update: Update) -> BaseException | None:
+        """Run the handlers on ``update``; what one of them raised, if anything (PTB passes
+        it to an error handler and carries on, which would acknowledge a lost update)."""
+        try:
+            await self.application.process_update(update)
+        except Exception as exc:  # PTB's own bookkeeping, on an update of a shape it
+            self._failed.pop(id(update), None)  # does not expect (a list as chat id, say)
+            return exc
+        return self._failed.pop(id(update), None)
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if context.error is None:
             return
-        self._polling = False
-        if self.application.updater is not None and self.application.updater.running:
-            await self.application.updater.stop()
-        if self.application.running:
-            await self.application.stop()
+        if isinstance(update, Update):
+            self._failed[id(update)] = context.error
+        else:
+            log.warning("telegram error outside an update: %s", context.error)
 
     # --- inbound -------------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.Response:
@@ -131,9 +179,16 @@ class TelegramChannel(Channel):
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
                 raise ValueError("an Update needs an integer update_id")
             update = Update.de_json(data, self.bot)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # PTB reading it
             return web.json_response({"error": f"malformed update: {exc}"}, status=400)
-        await self.application.process_update(update)
+        failure = await self.process(update)
+        if isinstance(failure, TRANSIENT_ERRORS):
+            raise failure  # the app answers 503: Telegram delivers the update again
+        if failure is not None:  # the same update would fail the same way again
+            log.warning("telegram update %d not handled: %s: %s", update.update_id,
+                        type(failure).__name__, failure)
+            return web.json_response(
+                {"error": f"update not handled: {type(failure).__name__}"}, status=400)
         return web.json_response({"ok": True})
 
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -151,7 +206,7 @@ class TelegramChannel(Channel):
         if message is None or message.from_user is None or message.from_user.is_bot:
             return None
         text = message.text or message.caption
-        if not text:
+        if not text or not isinstance(text, str):
             return None
         chat = message.chat
         private = chat.type == "private"

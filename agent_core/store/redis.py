@@ -106,6 +106,12 @@ return n
 """
 
 
+#: What a store call raises when the server cannot be reached, or cannot answer yet: worth
+#: retrying later (an HTTP caller gets a 503).
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    StoreUnavailableError, RedisConnectionError, RedisTimeoutError, BusyLoadingError)
+
+
 def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
                  ) -> Callable[P, Coroutine[Any, Any, R]]:
     """Map connection-level failures to StoreUnavailableError."""

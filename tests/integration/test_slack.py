@@ -158,6 +158,34 @@ async def test_forged_or_stale_requests_are_rejected(make_gateway: GatewayFactor
     assert h.model.requests == []
 
 
+@pytest.mark.parametrize(("body", "content_type"), [
+    (b"null", "application/json"), (b"[1, 2]", "application/json"),
+    (b"{not json", "application/json"), (b"payload=null", "application/x-www-form-urlencoded"),
+    (b"payload=%7Bbad", "application/x-www-form-urlencoded"),
+])
+async def test_signed_bodies_that_are_not_objects_get_a_400(
+        make_gateway: GatewayFactory, body: bytes, content_type: str) -> None:
+    h = await make_gateway(slack=True)
+    headers = {**slack_headers(body), "Content-Type": content_type}
+    response = await h.client.post("/slack/events", data=body, headers=headers)
+    assert response.status == 400
+    assert "JSON object" in (await response.json())["error"]
+    unsigned = await h.client.post("/slack/events", data=body,
+                                   headers={"Content-Type": content_type})
+    assert unsigned.status == 401, "the signature is checked before the body is read"
+
+
+@pytest.mark.parametrize("event", [None, {**mention("hi"), "channel": "C1;drop"}])
+async def test_signed_events_of_a_shape_slack_never_sends_get_a_400(
+        make_gateway: GatewayFactory, event: Any) -> None:
+    h = await make_gateway(slack=True)
+    response = await send(h, event_body(event))
+    assert response.status == 400, "a 5xx would make Slack send it again, to fail again"
+    assert (await response.json())["error"]
+    await asyncio.sleep(0.2)
+    assert h.model.requests == []
+
+
 async def test_long_answers_are_split_and_rate_limits_honoured(
         make_gateway: GatewayFactory) -> None:
     h = await make_gateway(slack=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -182,3 +185,66 @@ async def test_long_polling_by_the_leader(make_gateway: GatewayFactory) -> None:
     await h.wait_for(lambda: len(sent(h)) == 1)
     assert sent(h)[0]["text"] == "answer to: via polling"
     assert h.telegram.of("deleteWebhook")
+
+
+async def test_a_store_outage_answers_503_so_telegram_retries(make_gateway: GatewayFactory,
+                                                               tmp_path: Any) -> None:
+    from agent_core.store.embedded import EmbeddedValkey
+
+    server = EmbeddedValkey(tmp_path / "own")
+    info = await server.start()
+    h = await make_gateway(telegram=True, redis_url=info.url)
+    try:
+        await server.stop()
+        response = await post(h, update("while the store is down"))
+        assert response.status == 503, "a 200 would tell Telegram the update was handled"
+        assert "retry" in (await response.json())["error"]
+    finally:
+        await server.stop()
+
+
+async def test_polling_asks_again_for_an_update_the_store_could_not_take(
+        make_gateway: GatewayFactory) -> None:
+    from agent_core.store.embedded import EmbeddedValkey
+
+    data = Path(tempfile.mkdtemp(prefix="hg-tg-"))  # short: the Unix socket survives a restart
+    server = EmbeddedValkey(data)
+    info = await server.start()
+    assert info.socket, "the gateway must find the restarted server at the same URL"
+    h = await make_gateway(telegram=True, telegram_mode="polling", redis_url=info.url)
+    assert h.telegram is not None
+    h.model.responder = answer_echo
+    try:
+        await h.wait_for(lambda: len(h.telegram.of("getUpdates")) >= 1)
+        await server.stop()
+        h.telegram.push_update(update("sent while the store is down"))
+        await asyncio.sleep(2.5)
+        assert sent(h) == []
+        assert h.telegram.updates, "the update was not confirmed to Telegram"
+        await server.start()
+        await h.wait_for(lambda: len(sent(h)) == 1, timeout=30)
+        assert sent(h)[0]["text"] == "answer to: sent while the store is down"
+        await h.wait_idle()
+        await asyncio.sleep(0.5)
+        assert len(sent(h)) == 1, "answered once"
+    finally:
+        await server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.parametrize(("change", "status"), [
+    ({"chat": {"id": [1], "type": "private"}}, 400),  # PTB itself fails on it
+    ({"text": True}, 200),  # not text: ignored
+])
+async def test_updates_of_a_shape_telegram_never_sends(make_gateway: GatewayFactory,
+                                                       change: dict[str, Any],
+                                                       status: int) -> None:
+    h = await make_gateway(telegram=True)
+    payload = update("hi")
+    payload["message"].update(change)
+    response = await post(h, payload)
+    assert response.status == status
+    if status >= 400:
+        assert (await response.json())["error"]
+    await asyncio.sleep(0.2)
+    assert h.model.requests == []

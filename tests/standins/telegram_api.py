@@ -77,7 +77,8 @@ class TelegramAPI:
         if queue:
             body = queue.popleft()
             return web.json_response(body, status=body.get("error_code", 400))
-        if method == "getUpdates" and not self.updates:
+        if method == "getUpdates" and not any(
+                u["update_id"] >= int(params.get("offset") or 0) for u in self.updates):
             # Long polling: hold the request a little while, as Telegram does.
             self._new_update.clear()
             with contextlib.suppress(TimeoutError):
@@ -95,7 +96,10 @@ class TelegramAPI:
                     "chat": {"id": params.get("chat_id"), "type": "private"},
                     "text": params.get("text", "")}
         if method == "getUpdates":
-            out = list(self.updates)
-            self.updates.clear()
-            return out
+            # As Telegram does: asking for updates from ``offset`` on confirms (drops) the
+            # ones before it; the others are delivered again until confirmed.
+            offset = int(params.get("offset") or 0)
+            while self.updates and self.updates[0]["update_id"] < offset:
+                self.updates.popleft()
+            return list(self.updates)[:int(params.get("limit") or 100)]
         return True
