@@ -90,7 +90,8 @@ if KEYS[1] ~= '' then
     return 'duplicate'
   end
 end
-if ARGV[5] == 'steer' and redis.call('EXISTS', KEYS[6]) == 1 then
+if ARGV[5] == 'steer' and redis.call('EXISTS', KEYS[6]) == 1
+    and redis.call('LLEN', KEYS[2]) > 0 then
   redis.call('RPUSH', KEYS[5], ARGV[1])
   return 'steered'
 end
@@ -141,7 +142,7 @@ return read_head(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[3])
 # Remove the finished head item; move leftover steer messages into the queue; release the
 # lock (and leave `pending`) only if nothing is left, else read the next head.
 # KEYS: lock, queue, pending, steer, attempts, control, meta, window   ARGV: token, item_id,
-# cid, task key prefix.  Returns {items left (-1: lease lost), head...}
+# cid, task key prefix, now.  Returns {items left (-1: lease lost), head...}
 _COMPLETE = _READ_HEAD + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {-1}
@@ -155,6 +156,7 @@ local steered = redis.call('LRANGE', KEYS[4], 0, -1)
 if #steered > 0 then
   redis.call('DEL', KEYS[4])
   redis.call('RPUSH', KEYS[2], unpack(steered))
+  redis.call('ZADD', KEYS[3], 'NX', ARGV[5], ARGV[3])
 end
 local left = redis.call('LLEN', KEYS[2])
 if left == 0 then
@@ -164,6 +166,22 @@ if left == 0 then
 end
 local following = read_head(KEYS[2], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[4])
 return {left, unpack(following)}
+"""
+
+# Give the lock back without completing, if it is still ours: the head item stays queued
+# and is woken ahead of newer work; a head read but not started is uncounted. A holder
+# whose lease expired changes nothing (another worker may have started the item since).
+# KEYS: lock, wake, attempts   ARGV: token, cid, unstarted item id or ''.  Returns 1/0.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+if ARGV[3] ~= '' then
+  redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
+end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+return 1
 """
 
 
@@ -225,6 +243,7 @@ class WorkQueue:
         self._ingest = redis.register_script(_INGEST)
         self._complete = redis.register_script(_COMPLETE)
         self._claim = redis.register_script(_CLAIM)
+        self._release = redis.register_script(_RELEASE)
         self.leases = Leases(redis)
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
@@ -287,7 +306,8 @@ class WorkQueue:
                 self.keys.steer(cid), self.keys.attempts(), self.keys.control(cid),
                 self.store_keys.meta(cid), self.store_keys.window(cid)]
         reply = await self._complete(keys=keys, args=[token, item_id, cid,
-                                                      self.store_keys.task("")])
+                                                      self.store_keys.task(""),
+                                                      repr(time.time())])
         left = int(reply[0])
         return left, _head(reply[1:], self.conversations) if left > 0 else None
 
@@ -296,16 +316,14 @@ class WorkQueue:
         waiting (wakes are first in, first out)."""
         await self.redis.rpush(self.keys.wake(), cid)
 
-    async def release(self, cid: str, token: str, *, unstarted: str | None = None) -> None:
+    async def release(self, cid: str, token: str, *, unstarted: str | None = None) -> bool:
         """Give the lock back without completing (shutdown); the item stays queued and is
         woken ahead of newer work. ``unstarted``: a head item read but not started, whose
-        start is not counted after all."""
-        await self.leases.release(self.keys.lock(cid), token)
-        pipe = self.redis.pipeline(transaction=False)
-        if unstarted is not None:
-            pipe.hincrby(self.keys.attempts(), unstarted, -1)
-        pipe.lpush(self.keys.wake(), cid)
-        await pipe.execute()
+        start is not counted after all. False (and nothing done) if the lease was lost."""
+        released = await self._release(
+            keys=[self.keys.lock(cid), self.keys.wake(), self.keys.attempts()],
+            args=[token, cid, unstarted or ""])
+        return bool(released)
 
     async def take_steering(self, cid: str) -> list[WorkItem]:
         """Messages steered into the running task since the last call."""
