@@ -20,6 +20,7 @@ from agent_core import TaskState
 from agent_core.store.keys import CONVERSATION_ID
 
 from .approvals import Decision, approval_signature
+from .metrics import content_type
 from .openapi import spec
 from .scheduler import Job, Scheduler
 from .service import Gateway, GatewayStopping
@@ -77,6 +78,7 @@ def setup(app: web.Application) -> None:
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
 
 
 async def _json_body(request: web.Request) -> bytes:
@@ -475,6 +477,12 @@ async def openapi(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     """The process is alive (and which one answered, when several share the port)."""
     return web.json_response({"status": "ok", "pid": os.getpid()})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus metrics (text exposition format)."""
+    body = await request.app[GATEWAY].scrape()
+    return web.Response(body=body, headers={"Content-Type": content_type()})
 
 
 async def readyz(request: web.Request) -> web.Response:

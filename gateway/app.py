@@ -28,7 +28,8 @@ MAX_BODY = 1024 * 1024
 def create_app(settings: Settings, *, model: ModelAdapter | None = None) -> web.Application:
     """The whole service as one aiohttp application (the gateway starts with it)."""
     gateway = Gateway(settings, model=model)
-    app = web.Application(middlewares=[errors, auth(settings)], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[gateway.metrics.middleware(), errors, auth(settings)],
+                          client_max_size=MAX_BODY)
     app[GATEWAY] = gateway
 
     async def start(_: web.Application) -> None:
@@ -97,12 +98,13 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def auth(settings: Settings) -> Middleware:
-    """Bearer tokens for /agent/*; with none configured, loopback callers only."""
+    """Bearer tokens for /agent/* and /metrics; with none configured, loopback callers
+    only."""
     keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not request.path.startswith("/agent/"):
+        if not request.path.startswith("/agent/") and request.path != "/metrics":
             return await handler(request)
         if not keys:
             if is_loopback(request.remote):

@@ -94,6 +94,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from aiohttp import web
 
     from .app import create_app, is_loopback
+    from .metrics import use_multiprocess_dir
     from .processes import Siblings, as_child, check_port_free
 
     host = args.host or settings.hermes_host
@@ -111,6 +112,8 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
                           "lacks; run one process (HERMES_PROCESSES=1)")
     if processes > 1:
         check_port_free(host, port)
+        # Before the app (and its metrics) exist; the others inherit it.
+        use_multiprocess_dir(settings.hermes_data_dir / "metrics" / str(port))
     settings = settings.model_copy(update={"hermes_host": host, "hermes_port": port})
     if not args.child:
         console = Console(stderr=True)

@@ -32,13 +32,16 @@ class Deliverer:
 
     def __init__(self, channels: dict[str, Channel], redis: Redis, prefix: str, *,
                  max_seconds: float = 600.0, base_delay: float = 1.0,
-                 sleep: Sleep = asyncio.sleep) -> None:
+                 sleep: Sleep = asyncio.sleep,
+                 counted: Callable[[str, str], None] | None = None) -> None:
         self.channels = channels
         self.redis = redis
         self.dead_letters = f"{prefix}:deadletter"
         self.max_seconds = max_seconds
         self.base_delay = base_delay
         self._sleep = sleep
+        #: Told the channel and result of each attempt (sent, failed) and give-up (dead).
+        self.counted = counted
 
     async def deliver(self, message: OutboundMessage) -> Sent | None:
         """Sent once delivered (with where, if the channel says); None if dead-lettered."""
@@ -51,8 +54,11 @@ class Deliverer:
         while True:
             attempt += 1
             try:
-                return Sent(await channel.send(message))
+                sent = Sent(await channel.send(message))
+                self._count(message.channel, "sent")
+                return sent
             except DeliveryError as exc:
+                self._count(message.channel, "failed")
                 if not exc.retryable or time.monotonic() >= deadline:
                     await self._dead(message, str(exc))
                     return None
@@ -66,7 +72,12 @@ class Deliverer:
                 return None
             await self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
 
+    def _count(self, channel: str, result: str) -> None:
+        if self.counted is not None:
+            self.counted(channel, result)
+
     async def _dead(self, message: OutboundMessage, reason: str) -> None:
+        self._count(message.channel, "dead")
         log.error("undeliverable %s reply for %s: %s", message.channel,
                   message.conversation_id, reason)
         entry = message.model_dump_json()

@@ -168,6 +168,12 @@ def spec() -> dict[str, Any]:
                                                        "the answering process's pid"}}}},
             "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],
                                 "responses": {"200": {"description": "ready"},
-                                              "503": {"description": "not ready"}}}},
+                                              "503": {"description": "not ready, or "
+                                                      "stopping"}}}},
+            "/metrics": {"get": {
+                "summary": "Prometheus metrics (text exposition format; same auth as /agent)",
+                "responses": {"200": {"description": "the metrics",
+                                      "content": {"text/plain": {"schema": {"type": "string"}}}},
+                              **_errors(401, 403)}}},
         },
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,8 +45,11 @@ class Router:
     """Ingests normalised messages from every adapter."""
 
     def __init__(self, *, queue: WorkQueue, policy: AccessPolicy, deliverer: Deliverer,
-                 commands: Commands, settings: Settings) -> None:
+                 commands: Commands, settings: Settings,
+                 counted: Callable[[InboundMessage, Routed], None] | None = None) -> None:
         self.queue = queue
+        #: Told what became of each message (the metrics).
+        self.counted = counted
         self.policy = policy
         self.deliverer = deliverer
         self.commands = commands
@@ -54,6 +58,13 @@ class Router:
     async def ingest(self, msg: InboundMessage, *, dedupe_key: str | None = None,
                      task_id: str | None = None) -> Routed:
         """Route one message; returns once it is durably queued (or answered)."""
+        routed = await self._route(msg, dedupe_key, task_id)
+        if self.counted is not None:
+            self.counted(msg, routed)
+        return routed
+
+    async def _route(self, msg: InboundMessage, dedupe_key: str | None,
+                     task_id: str | None) -> Routed:
         check_conversation_id(msg.conversation_id)
         decision = self.policy.check(msg)
         if decision.verdict == "ignore":

@@ -31,6 +31,7 @@ from .delivery import Deliverer
 from .eventlog import EventLog
 from .interactions import Interactions
 from .leader import Leadership
+from .metrics import Metrics
 from .progress import ProgressRelay
 from .queue import WorkQueue
 from .router import Router
@@ -68,6 +69,7 @@ class Gateway:
         self._stopping = asyncio.Event()
         self._stop_began = 0.0
         self._leaders: list[Leadership] = []
+        self.metrics = Metrics()
 
     @property
     def model_ready(self) -> bool:
@@ -95,15 +97,18 @@ class Gateway:
         runtime.bus.subscribe(self.eventlog)
         progress = ProgressRelay()
         runtime.bus.subscribe(progress)
+        runtime.bus.subscribe(self.metrics)
 
         self.channels = {"api": PullChannel("api"), "webchat": PullChannel("webchat")}
-        deliverer = Deliverer(self.channels, store.redis, settings.redis_prefix)
+        deliverer = Deliverer(self.channels, store.redis, settings.redis_prefix,
+                              counted=self.metrics.delivered)
         self.scheduler = Scheduler(store.redis, queue, settings)
         runtime.loop.services["scheduler"] = self.scheduler
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
                             settings=settings, scheduler=self.scheduler)
         self.router = router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
-                                      deliverer=deliverer, commands=commands, settings=settings)
+                                      deliverer=deliverer, commands=commands, settings=settings,
+                                      counted=self.metrics.routed)
         self._build_channels(router)
         self.approvals = ApprovalService(store.redis, settings=settings, channels=self.channels,
                                          router=router, audit=self.audit)
@@ -268,6 +273,15 @@ class Gateway:
                 await self.opened.store.sweep_idle(self.settings.conversation_ttl)
             except Exception as exc:
                 log.warning("idle sweep failed: %s", exc)
+
+    async def scrape(self) -> bytes:
+        """The metrics exposition, with the gauges read now."""
+        if self.workers is not None:
+            self.metrics.active_tasks.set(self.workers.active)
+        if self.queue is not None:
+            with contextlib.suppress(Exception):  # the store's own state shows in /readyz
+                self.metrics.waiting.set(await self.queue.waiting())
+        return self.metrics.exposition()
 
     async def health(self) -> dict[str, Any]:
         """What /readyz reports."""

@@ -200,7 +200,8 @@ async def test_openapi_documents_every_api_route(make_gateway: GatewayFactory) -
     doc = await (await h.client.get("/openapi.json")).json()
     assert doc["openapi"].startswith("3.")
     routes = {r.resource.canonical for r in h.client.app.router.routes()  # type: ignore[union-attr]
-              if r.resource is not None and r.resource.canonical.startswith("/agent/")}
+              if r.resource is not None and (r.resource.canonical.startswith("/agent/")
+                                             or r.resource.canonical == "/metrics")}
     assert routes <= set(doc["paths"]), routes - set(doc["paths"])
 
 

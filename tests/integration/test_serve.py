@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.webhook import signed_headers
 from agent_core.models.replay import ReplayModelServer
@@ -23,6 +24,12 @@ from tests.integration.conftest import answer_echo
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "serve-secret"
+
+
+def parse_metrics(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Samples of a Prometheus exposition, by name and sorted labels."""
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 def free_port() -> int:
@@ -135,6 +142,15 @@ async def test_several_processes_share_the_port_and_stop_together(
                                for n in range(20)))
         assert await answers(callback_server, 20) == sorted(
             f"answer to: m{n}" for n in range(20)), gateway.log.read_text()
+        scraped = set()
+        for _ in range(10):  # whichever process answers the scrape counts both
+            async with aiohttp.ClientSession() as fresh, \
+                    fresh.get(f"{gateway.base}/metrics") as r:
+                samples = parse_metrics(await r.text())
+            scraped.add((samples[("hermes_inbound_messages_total",
+                                  (("channel", "webhook"), ("status", "queued")))],
+                         samples[("hermes_tasks_total", (("outcome", "answered"),))]))
+        assert scraped == {(20.0, 20.0)}, scraped
         assert await gateway.stop() == 0, gateway.log.read_text()
     finally:
         gateway.kill()

@@ -1,0 +1,174 @@
+"""Prometheus metrics at ``GET /metrics``: HTTP requests, inbound messages, tasks, model
+calls and tokens, tools, deliveries, and the queue.
+
+Task, model and tool figures come from the event bus (a task's AGENT_FINISHED carries its
+report), so the agent loop knows nothing of them. Requests are counted by route template
+(``/agent/tasks/{task_id}``), never by raw path, so the number of series stays bounded.
+
+With several serving processes on one port (``serve --processes N``) a scrape reaches any
+one of them, so the processes share prometheus_client's multiprocess files
+(``PROMETHEUS_MULTIPROC_DIR``, set by ``serve``) and every scrape sums them all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as prometheus_multiprocess
+from prometheus_client import values as prometheus_values
+
+from agent_core import Event, EventType
+
+#: The environment variable prometheus_client reads at import for multiprocess mode.
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SLOW = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+_PAUSED = ("awaiting_approval", "asked_user")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Metrics:
+    """The gateway's metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.multiprocess = bool(os.environ.get(MULTIPROCESS_DIR))
+        # In multiprocess mode values live in files and a scrape reads them all; the
+        # metrics are then registered nowhere (a registry would read only this process).
+        self.registry = CollectorRegistry()
+        reg = None if self.multiprocess else self.registry
+        self.requests = Counter(
+            "hermes_http_requests_total", "HTTP requests answered, by route template, method "
+            "and status", ["route", "method", "status"], registry=reg)
+        self.request_seconds = Histogram(
+            "hermes_http_request_duration_seconds", "Time to answer an HTTP request (SSE "
+            "streams: until they end)", ["route"], buckets=_FAST, registry=reg)
+        self.inbound = Counter(
+            "hermes_inbound_messages_total", "Messages from the channels, by what the router "
+            "did with them (queued, duplicate, steered, command, refused, ignored)",
+            ["channel", "status"], registry=reg)
+        self.tasks = Counter("hermes_tasks_total", "Agent tasks ended, by outcome",
+                             ["outcome"], registry=reg)
+        self.task_seconds = Histogram("hermes_task_duration_seconds", "Wall time of a task",
+                                      buckets=_SLOW, registry=reg)
+        self.model_calls = Counter("hermes_model_calls_total", "Model calls made by tasks",
+                                   registry=reg)
+        self.model_seconds = Counter("hermes_model_seconds_total",
+                                     "Seconds tasks spent waiting for the model", registry=reg)
+        self.tokens = Counter("hermes_model_tokens_total", "Tokens, by kind",
+                              ["kind"], registry=reg)
+        self.model_retries = Counter("hermes_model_retries_total",
+                                     "Model calls retried after an error", registry=reg)
+        self.model_fallbacks = Counter("hermes_model_fallbacks_total",
+                                       "Switches to a fallback model", registry=reg)
+        self.tool_calls = Counter("hermes_tool_calls_total", "Tool calls, by tool and result",
+                                  ["tool", "result"], registry=reg)
+        self.tool_seconds = Histogram("hermes_tool_duration_seconds", "Time a tool call took",
+                                      ["tool"], buckets=_FAST, registry=reg)
+        self.deliveries = Counter(
+            "hermes_deliveries_total", "Attempts to send replies to the channels, by result "
+            "(sent; failed: retried unless dead; dead: given up)", ["channel", "result"],
+            registry=reg)
+        self.active_tasks = Gauge("hermes_active_conversations", "Conversations being worked "
+                                  "on by this gateway", multiprocess_mode="livesum",
+                                  registry=reg)
+        self.waiting = Gauge("hermes_conversations_waiting", "Conversations with queued work "
+                             "(all replicas; read from the store at scrape)",
+                             multiprocess_mode="mostrecent", registry=reg)
+
+    # --- the event bus -------------------------------------------------------------------
+    def __call__(self, event: Event) -> None:
+        """EventBus handler."""
+        payload = event.payload
+        match event.type:
+            case EventType.AGENT_FINISHED:
+                report = payload.get("report") or {}
+                outcome = str(payload.get("outcome") or report.get("outcome") or "unknown")
+                self.tasks.labels(outcome).inc()
+                if outcome not in _PAUSED:  # a paused task's run resumes later
+                    self.task_seconds.observe(float(report.get("wall_time") or 0.0))
+                self.model_calls.inc(int(report.get("model_calls") or 0))
+                self.model_seconds.inc(float(report.get("model_time") or 0.0))
+                self.tokens.labels("prompt").inc(int(report.get("prompt_tokens") or 0))
+                self.tokens.labels("completion").inc(int(report.get("completion_tokens") or 0))
+            case EventType.TOOL_FINISHED | EventType.TOOL_ERROR:
+                tool = str(payload.get("tool") or "unknown")
+                ok = event.type == EventType.TOOL_FINISHED
+                self.tool_calls.labels(tool, "ok" if ok else "error").inc()
+                self.tool_seconds.labels(tool).observe(float(payload.get("seconds") or 0.0))
+            case EventType.MODEL_RETRY:
+                self.model_retries.inc()
+            case EventType.MODEL_FALLBACK:
+                self.model_fallbacks.inc()
+            case _:
+                pass
+
+    def routed(self, msg: Any, routed: Any) -> None:
+        """Router callback: what became of an inbound message."""
+        self.inbound.labels(msg.channel, routed.status).inc()
+
+    def delivered(self, channel: str, result: str) -> None:
+        """Deliverer callback: one attempt's result."""
+        self.deliveries.labels(channel, result).inc()
+
+    # --- HTTP ----------------------------------------------------------------------------
+    def middleware(self) -> Any:
+        """An aiohttp middleware that counts and times every request."""
+
+        @web.middleware
+        async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
+            started = time.perf_counter()
+            status = 500
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            except web.HTTPException as exc:
+                status = exc.status
+                raise
+            finally:
+                route = request.match_info.route.resource
+                template = route.canonical if route is not None else "unmatched"
+                self.requests.labels(template, request.method, str(status)).inc()
+                self.request_seconds.labels(template).observe(time.perf_counter() - started)
+
+        return count
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets."""
+        if self.multiprocess:
+            registry = CollectorRegistry()
+            prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry)
+        return generate_latest(self.registry)
+
+
+def content_type() -> str:
+    """The Content-Type of ``exposition()``."""
+    return CONTENT_TYPE_LATEST
+
+
+def use_multiprocess_dir(path: Path) -> None:
+    """Share metrics through files in ``path`` (emptied first): for the first of several
+    serving processes, before any metric exists; the others inherit the setting."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    os.environ[MULTIPROCESS_DIR] = str(path)
+    # prometheus_client picks its value class when it is imported, from the environment.
+    prometheus_values.ValueClass = prometheus_values.get_value_class()  # type: ignore[no-untyped-call]
