@@ -7,6 +7,8 @@ import asyncio
 import hashlib
 import hmac
 import json
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,6 +22,7 @@ from aiohttp.test_utils import TestClient
 
 from agent_core import Settings
 from agent_core.models.replay import ReplayModelServer
+from agent_core.store.embedded import EmbeddedValkey, ServerInfo
 from agent_core.store.redis import connect
 from gateway.api import GATEWAY
 from gateway.app import create_app
@@ -168,6 +171,19 @@ async def make_gateway(aiohttp_client: Callable[..., Awaitable[TestClient]], red
         await redis.aclose()
     for standin in standins:
         await standin.stop()
+
+
+@pytest.fixture
+async def own_store() -> AsyncIterator[tuple[EmbeddedValkey, ServerInfo]]:
+    """A server of the test's own, for it to stop (an outage) and start again: its data
+    directory is short, so its URL is a Unix socket that stays the same across restarts."""
+    data = Path(tempfile.mkdtemp(prefix="hg-"))
+    server = EmbeddedValkey(data)
+    info = await server.start()
+    assert info.socket, "the URL must survive a restart"
+    yield server, info
+    await server.stop()
+    shutil.rmtree(data, ignore_errors=True)
 
 
 @pytest.fixture

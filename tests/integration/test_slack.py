@@ -228,18 +228,12 @@ async def test_unknown_users_get_one_polite_refusal(make_gateway: GatewayFactory
 
 
 async def test_a_store_outage_answers_503_so_slack_retries(make_gateway: GatewayFactory,
-                                                           tmp_path: Any) -> None:
-    from agent_core.store.embedded import EmbeddedValkey
-
-    server = EmbeddedValkey(tmp_path / "own")
-    info = await server.start()
+                                                           own_store: Any) -> None:
+    server, info = own_store
     h = await make_gateway(slack=True, redis_url=info.url)
-    try:
-        await server.stop()
-        response = await send(h, event_body(mention("are you there?")))
-        assert response.status == 503 and response.headers["Retry-After"] == "5"
-    finally:
-        await server.stop()
+    await server.stop()
+    response = await send(h, event_body(mention("are you there?")))
+    assert response.status == 503 and response.headers["Retry-After"] == "5"
 
 
 async def test_socket_mode_receives_events_and_acks_them(make_gateway: GatewayFactory) -> None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,48 +185,33 @@ async def test_long_polling_by_the_leader(make_gateway: GatewayFactory) -> None:
 
 
 async def test_a_store_outage_answers_503_so_telegram_retries(make_gateway: GatewayFactory,
-                                                               tmp_path: Any) -> None:
-    from agent_core.store.embedded import EmbeddedValkey
-
-    server = EmbeddedValkey(tmp_path / "own")
-    info = await server.start()
+                                                               own_store: Any) -> None:
+    server, info = own_store
     h = await make_gateway(telegram=True, redis_url=info.url)
-    try:
-        await server.stop()
-        response = await post(h, update("while the store is down"))
-        assert response.status == 503, "a 200 would tell Telegram the update was handled"
-        assert "retry" in (await response.json())["error"]
-    finally:
-        await server.stop()
+    await server.stop()
+    response = await post(h, update("while the store is down"))
+    assert response.status == 503, "a 200 would tell Telegram the update was handled"
+    assert "retry" in (await response.json())["error"]
 
 
 async def test_polling_asks_again_for_an_update_the_store_could_not_take(
-        make_gateway: GatewayFactory) -> None:
-    from agent_core.store.embedded import EmbeddedValkey
-
-    data = Path(tempfile.mkdtemp(prefix="hg-tg-"))  # short: the Unix socket survives a restart
-    server = EmbeddedValkey(data)
-    info = await server.start()
-    assert info.socket, "the gateway must find the restarted server at the same URL"
+        make_gateway: GatewayFactory, own_store: Any) -> None:
+    server, info = own_store
     h = await make_gateway(telegram=True, telegram_mode="polling", redis_url=info.url)
     assert h.telegram is not None
     h.model.responder = answer_echo
-    try:
-        await h.wait_for(lambda: len(h.telegram.of("getUpdates")) >= 1)
-        await server.stop()
-        h.telegram.push_update(update("sent while the store is down"))
-        await asyncio.sleep(2.5)
-        assert sent(h) == []
-        assert h.telegram.updates, "the update was not confirmed to Telegram"
-        await server.start()
-        await h.wait_for(lambda: len(sent(h)) == 1, timeout=30)
-        assert sent(h)[0]["text"] == "answer to: sent while the store is down"
-        await h.wait_idle()
-        await asyncio.sleep(0.5)
-        assert len(sent(h)) == 1, "answered once"
-    finally:
-        await server.stop()
-        shutil.rmtree(data, ignore_errors=True)
+    await h.wait_for(lambda: len(h.telegram.of("getUpdates")) >= 1)
+    await server.stop()
+    h.telegram.push_update(update("sent while the store is down"))
+    await asyncio.sleep(2.5)
+    assert sent(h) == []
+    assert h.telegram.updates, "the update was not confirmed to Telegram"
+    await server.start()
+    await h.wait_for(lambda: len(sent(h)) == 1, timeout=30)
+    assert sent(h)[0]["text"] == "answer to: sent while the store is down"
+    await h.wait_idle()
+    await asyncio.sleep(0.5)
+    assert len(sent(h)) == 1, "answered once"
 
 
 @pytest.mark.parametrize(("change", "status"), [

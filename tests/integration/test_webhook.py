@@ -305,16 +305,10 @@ async def test_a_worker_killed_mid_task_has_its_message_processed_after_the_leas
 
 
 async def test_a_store_outage_answers_503_so_the_sender_retries(
-        make_gateway: GatewayFactory, tmp_path: Path) -> None:
-    from agent_core.store.embedded import EmbeddedValkey
-
-    server = EmbeddedValkey(tmp_path / "own")
-    info = await server.start()
+        make_gateway: GatewayFactory, own_store: Any) -> None:
+    server, info = own_store
     h = await make_gateway(redis_url=info.url)
-    try:
-        await server.stop()
-        response = await post(h.client, body_of(text="while the store is down"))
-        assert response.status == 503 and "retry" in (await response.json())["error"]
-        assert (await h.client.get("/readyz")).status == 503
-    finally:
-        await server.stop()
+    await server.stop()
+    response = await post(h.client, body_of(text="while the store is down"))
+    assert response.status == 503 and "retry" in (await response.json())["error"]
+    assert (await h.client.get("/readyz")).status == 503
