@@ -49,6 +49,7 @@ ActionHandler = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
 #: Set in a bolt context once a listener hands its message to the queue (see _on_error).
 _QUEUEING = "hermes_queueing"
 
+
 class SlackChannel(Channel):
     """The Slack channel: a bolt AsyncApp plus the Web API client it shares."""
 
