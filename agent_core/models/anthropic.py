@@ -8,6 +8,7 @@ from typing import Any
 from .._toolformats import to_anthropic, tool_call_as_text, tool_result_as_text
 from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
+from ._bodies import AnthropicMessage, AnthropicUsage, read, text_of
 from ._http import ModelHTTP, sse_data
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
 
@@ -128,15 +129,15 @@ class AnthropicModel(ModelAdapter):
 
 def parse_message(data: dict[str, Any]) -> ModelResponse:
     """A ModelResponse from a (non-streamed) Messages API body."""
-    content = data.get("content")
-    if not isinstance(content, list):
+    if not isinstance(data.get("content"), list):
         raise ModelResponseError(f"no content blocks in the response: {str(data)[:200]}")
-    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
-    calls = [RawToolCall(name=b.get("name", ""), arguments=b.get("input") or {}, id=b.get("id"))
-             for b in content if b.get("type") == "tool_use"]
-    usage = data.get("usage") or {}
+    body = read(AnthropicMessage, data, "anthropic")
+    text = "".join(b.text for b in body.content if b.type == "text")
+    calls = [RawToolCall(name=b.name, arguments=b.input or {}, id=b.id)
+             for b in body.content if b.type == "tool_use"]
+    usage = body.usage or AnthropicUsage()
     return ModelResponse(
         text=text, tool_calls=calls,
-        usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
-        model=data.get("model", ""), finish_reason=data.get("stop_reason"),
+        usage=Usage(usage.count("input_tokens"), usage.count("output_tokens")),
+        model=text_of(body.model), finish_reason=text_of(body.stop_reason) or None,
     )

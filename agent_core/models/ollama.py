@@ -8,6 +8,7 @@ from typing import Any
 from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
 from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
+from ._bodies import OllamaChat, read, text_of
 from ._http import ModelHTTP
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
 
@@ -94,8 +95,11 @@ def _usage(data: dict[str, Any]) -> Usage:
 
 def parse_chat(data: dict[str, Any]) -> ModelResponse:
     """A ModelResponse from a non-streamed /api/chat body."""
-    message = data.get("message")
-    if not isinstance(message, dict):
+    if not isinstance(data.get("message"), dict):
         raise ModelResponseError(f"no message in the response: {str(data)[:200]}")
-    return ModelResponse(message.get("content") or "", _calls(message), _usage(data),
-                         data.get("model", ""), data.get("done_reason"))
+    body = read(OllamaChat, data, "ollama")
+    calls = [RawToolCall(name=c.function.name, arguments=c.function.arguments or {}, id=c.id)
+             for c in body.message.tool_calls or ()]
+    return ModelResponse(body.message.content or "", calls,
+                         Usage(body.count("prompt_eval_count"), body.count("eval_count")),
+                         text_of(body.model), text_of(body.done_reason) or None)

@@ -9,6 +9,7 @@ from typing import Any
 from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
 from ..errors import ModelResponseError
 from ..messages import Message
+from ._bodies import OpenAICompletion, OpenAIUsage, read, text_of
 from ._http import ModelHTTP, sse_data
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
 
@@ -112,18 +113,15 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         raise ModelResponseError(f"no choices in the response: {str(data)[:200]}")
-    message = choices[0].get("message") or {}
-    calls = []
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        calls.append(RawToolCall(name=fn.get("name", ""), arguments=fn.get("arguments", "{}"),
-                                 id=call.get("id")))
+    body = read(OpenAICompletion, data, "openai")
+    choice = body.choices[0]
+    calls = [RawToolCall(name=c.function.name, arguments=c.function.arguments or "{}", id=c.id)
+             for c in choice.message.tool_calls or ()]
+    usage = body.usage or OpenAIUsage()
     return ModelResponse(
-        text=message.get("content") or "",
-        tool_calls=calls,
-        usage=_usage(data.get("usage") or {}),
-        model=data.get("model", ""),
-        finish_reason=choices[0].get("finish_reason"),
+        text=choice.message.text, tool_calls=calls,
+        usage=Usage(usage.count("prompt_tokens"), usage.count("completion_tokens")),
+        model=text_of(body.model), finish_reason=text_of(choice.finish_reason) or None,
     )
 
 

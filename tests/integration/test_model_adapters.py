@@ -218,6 +218,26 @@ async def test_a_malformed_success_body_is_a_response_error(
         await make_model("openai").complete(request())
 
 
+async def test_a_body_of_the_wrong_shape_names_the_field(
+        make_model: ModelFactory, model_server: ReplayModelServer) -> None:
+    choice = {"message": {"role": "assistant", "content": "hi"}}
+    model_server.add(Raw(json.dumps({"choices": [choice], "usage": {"prompt_tokens": "lots"}})))
+    with pytest.raises(ModelResponseError, match=r"usage\.prompt_tokens"):
+        await make_model("openai").complete(request())
+    model_server.add(Raw(json.dumps({"content": [{"type": "text", "text": None}]})))
+    with pytest.raises(ModelResponseError, match=r"content\.0\.text"):
+        await make_model("anthropic").complete(request())
+
+
+async def test_content_sent_as_a_list_of_parts_is_read_as_text(
+        make_model: ModelFactory, model_server: ReplayModelServer) -> None:
+    parts = [{"type": "text", "text": "Oslo: "}, {"type": "image_url", "image_url": {}},
+             {"type": "text", "text": "rain"}]
+    model_server.add(Raw(json.dumps({"choices": [{"message": {"content": parts}}]})))
+    response = await make_model("openai").complete(request())
+    assert response.text == "Oslo: rain"
+
+
 async def test_fallback_chain_switches_and_says_so(make_model: ModelFactory,
                                                    model_server: ReplayModelServer) -> None:
     primary = make_model("openai", max_retries=0)

@@ -1,0 +1,129 @@
+"""The parts of each provider's (non-streamed) response body that the adapters read, as
+pydantic shapes: a 2xx body that does not fit is a ModelResponseError naming the field,
+not a TypeError from deep in a parser. Only what is read is declared (everything else is
+ignored); cosmetic fields (model, finish reason) take any value and are shown as text."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ..errors import ModelResponseError
+
+Shape = TypeVar("Shape", bound=BaseModel)
+
+
+def read(shape: type[Shape], data: dict[str, Any], provider: str) -> Shape:
+    """``data`` as ``shape``, or ModelResponseError saying where it does not fit."""
+    try:
+        return shape.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise ModelResponseError(
+            f"{provider!r} answered with a body of an unexpected shape: {where}: "
+            f"{first['msg']} ({exc.error_count()} problem(s))") from None
+
+
+def text_of(value: Any) -> str:
+    """A cosmetic field as text ("" for none)."""
+    return "" if value is None else str(value)
+
+
+class _Tokens(BaseModel):
+    """Token counts; a missing or null count is 0."""
+
+    def count(self, name: str) -> int:
+        value = getattr(self, name)
+        return int(value) if value is not None and value > 0 else 0
+
+
+# --- OpenAI-compatible chat/completions ------------------------------------------------------
+class OpenAIPart(BaseModel):
+    """A content part (some compatible servers send content as a list of parts)."""
+
+    type: str = "text"
+    text: str = ""
+
+
+class OpenAIFunction(BaseModel):
+    name: str = ""
+    arguments: str | dict[str, Any] | None = None
+
+
+class OpenAIToolCall(BaseModel):
+    id: str | None = None
+    function: OpenAIFunction = Field(default_factory=OpenAIFunction)
+
+
+class OpenAIMessage(BaseModel):
+    content: str | list[OpenAIPart] | None = None
+    tool_calls: list[OpenAIToolCall] | None = None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(p.text for p in self.content if p.type == "text")
+        return self.content or ""
+
+
+class OpenAIChoice(BaseModel):
+    message: OpenAIMessage = Field(default_factory=OpenAIMessage)
+    finish_reason: Any = None
+
+
+class OpenAIUsage(_Tokens):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class OpenAICompletion(BaseModel):
+    choices: list[OpenAIChoice] = Field(min_length=1)
+    usage: OpenAIUsage | None = None
+    model: Any = None
+
+
+# --- Anthropic Messages ------------------------------------------------------------------------
+class AnthropicBlock(BaseModel):
+    type: str
+    text: str = ""
+    id: str | None = None
+    name: str = ""
+    input: dict[str, Any] | None = None
+
+
+class AnthropicUsage(_Tokens):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class AnthropicMessage(BaseModel):
+    content: list[AnthropicBlock]
+    usage: AnthropicUsage | None = None
+    model: Any = None
+    stop_reason: Any = None
+
+
+# --- Ollama /api/chat --------------------------------------------------------------------------
+class OllamaFunction(BaseModel):
+    name: str = ""
+    arguments: dict[str, Any] | str | None = None
+
+
+class OllamaToolCall(BaseModel):
+    id: str | None = None
+    function: OllamaFunction = Field(default_factory=OllamaFunction)
+
+
+class OllamaMessage(BaseModel):
+    content: str | None = None
+    tool_calls: list[OllamaToolCall] | None = None
+
+
+class OllamaChat(_Tokens):
+    message: OllamaMessage
+    model: Any = None
+    done_reason: Any = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None

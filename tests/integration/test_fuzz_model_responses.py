@@ -1,0 +1,74 @@
+"""Whatever a provider (or a proxy in front of one) sends back with a 200, each model
+adapter either reads a ModelResponse from it or raises ModelResponseError, the error the
+loop knows how to retry and fall back from: never a TypeError or KeyError from deep in
+the parsing. Bodies are valid OpenAI, Anthropic and Ollama replies (text and tool calls)
+with a field or two dropped, retyped or replaced, or junk."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_core.errors import ModelResponseError
+from agent_core.models.base import ModelResponse
+from agent_core.models.replay import Raw, ReplayModelServer
+from tests.conftest import ModelFactory
+from tests.integration.test_fuzz_http import _mutate, json_values
+from tests.integration.test_model_adapters import request
+
+_CALL_ARGS = {"city": "Oslo"}
+SEEDS: dict[str, dict[str, Any]] = {
+    "openai": {
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": "checking",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_weather", "arguments": json.dumps(_CALL_ARGS)}}]}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}},
+    "anthropic": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": "checking"},
+                    {"type": "tool_use", "id": "t1", "name": "get_weather",
+                     "input": _CALL_ARGS}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 3}},
+    "ollama": {
+        "model": "m", "created_at": "2026-11-30T00:00:00Z", "done": True,
+        "message": {"role": "assistant", "content": "checking",
+                    "tool_calls": [{"function": {"name": "get_weather",
+                                                 "arguments": _CALL_ARGS}}]},
+        "prompt_eval_count": 5, "eval_count": 3},
+}
+
+
+@st.composite
+def bodies(draw: Any, provider: str) -> str:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.one_of(st.text(max_size=50), json_values.map(json.dumps)))
+    body: Any = SEEDS[provider]
+    for _ in range(draw(st.integers(1, 3))):
+        body = _mutate(body, draw)
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("provider", sorted(SEEDS))
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+async def test_any_200_body_is_a_response_or_a_response_error(
+        make_model: ModelFactory, model_server: ReplayModelServer, provider: str,
+        data: st.DataObject) -> None:
+    body = data.draw(bodies(provider), label="body")
+    model_server.add(Raw(body))
+    model = make_model(provider, max_retries=0)
+    try:
+        response = await model.complete(request())
+    except ModelResponseError:
+        return
+    assert isinstance(response, ModelResponse)
+    assert isinstance(response.text, str)
+    for call in response.tool_calls:
+        assert isinstance(call.name, str)
