@@ -127,3 +127,75 @@ class OllamaChat(_Tokens):
     done_reason: Any = None
     prompt_eval_count: int | None = None
     eval_count: int | None = None
+
+
+# --- streamed pieces -----------------------------------------------------------------------
+class OpenAIDeltaFunction(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class OpenAIDeltaCall(BaseModel):
+    index: int | None = None
+    id: str | None = None
+    function: OpenAIDeltaFunction = Field(default_factory=OpenAIDeltaFunction)
+
+
+class OpenAIDelta(BaseModel):
+    content: str | None = None
+    tool_calls: list[OpenAIDeltaCall] | None = None
+
+
+class OpenAIChunkChoice(BaseModel):
+    delta: OpenAIDelta = Field(default_factory=OpenAIDelta)
+    finish_reason: Any = None
+
+
+class OpenAIChunk(BaseModel):
+    """One ``data:`` chunk of a streamed chat/completions answer."""
+
+    choices: list[OpenAIChunkChoice] | None = None
+    usage: OpenAIUsage | None = None
+    model: Any = None
+
+
+class AnthropicStreamBlock(BaseModel):
+    type: str | None = None
+    id: str | None = None
+    name: str = ""
+
+
+class AnthropicStreamDelta(BaseModel):
+    type: str | None = None
+    text: str = ""
+    partial_json: str = ""
+    stop_reason: Any = None
+
+
+class AnthropicStreamMessage(BaseModel):
+    model: Any = None
+    usage: AnthropicUsage | None = None
+
+
+class AnthropicEvent(BaseModel):
+    """One event of a streamed Messages answer (the fields of every kind it reads)."""
+
+    type: str | None = None
+    index: int | None = None
+    message: AnthropicStreamMessage | None = None
+    content_block: AnthropicStreamBlock | None = None
+    delta: AnthropicStreamDelta | None = None
+    usage: AnthropicUsage | None = None
+    error: dict[str, Any] | None = None
+
+
+class OllamaLine(_Tokens):
+    """One NDJSON line of a streamed /api/chat answer."""
+
+    message: OllamaMessage | None = None
+    done: bool = False
+    error: Any = None
+    model: Any = None
+    done_reason: Any = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None

@@ -8,7 +8,7 @@ from typing import Any
 from .._toolformats import to_anthropic, tool_call_as_text, tool_result_as_text
 from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
-from ._bodies import AnthropicMessage, AnthropicUsage, read, text_of
+from ._bodies import AnthropicEvent, AnthropicMessage, AnthropicUsage, read, text_of
 from ._http import ModelHTTP, sse_data
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
 
@@ -90,34 +90,36 @@ class AnthropicModel(ModelAdapter):
         async for event, data in sse_data(self.http.stream_lines("/v1/messages", body,
                                                                  request)):
             try:
-                payload = json.loads(data)
+                raw = json.loads(data)
             except ValueError as exc:
                 raise ModelResponseError(f"unreadable stream event: {data[:200]!r}") from exc
-            kind = payload.get("type", event)
-            if kind == "message_start":
-                message = payload.get("message") or {}
-                model = message.get("model") or model
-                usage.prompt_tokens = int((message.get("usage") or {}).get("input_tokens") or 0)
-            elif kind == "content_block_start":
-                block = payload.get("content_block") or {}
-                blocks[int(payload.get("index", len(blocks)))] = {
-                    "type": block.get("type"), "id": block.get("id"),
-                    "name": block.get("name", ""), "json": ""}
-            elif kind == "content_block_delta":
-                delta = payload.get("delta") or {}
-                slot = blocks.setdefault(int(payload.get("index", 0)),
-                                         {"type": "text", "json": ""})
-                if delta.get("type") == "text_delta":
-                    text.append(delta.get("text", ""))
-                    request.emit("MODEL_DELTA", {"text": delta.get("text", "")})
-                elif delta.get("type") == "input_json_delta":
-                    slot["json"] += delta.get("partial_json", "")
+            if not isinstance(raw, dict):
+                raise ModelResponseError(f"stream event is not an object: {data[:200]!r}")
+            payload = read(AnthropicEvent, raw, "anthropic")
+            kind = payload.type or event
+            if kind == "message_start" and payload.message is not None:
+                model = text_of(payload.message.model) or model
+                if payload.message.usage is not None:
+                    usage.prompt_tokens = payload.message.usage.count("input_tokens")
+            elif kind == "content_block_start" and payload.content_block is not None:
+                block = payload.content_block
+                blocks[payload.index if payload.index is not None else len(blocks)] = {
+                    "type": block.type, "id": block.id, "name": block.name, "json": ""}
+            elif kind == "content_block_delta" and payload.delta is not None:
+                delta = payload.delta
+                slot = blocks.setdefault(payload.index or 0, {"type": "text", "json": ""})
+                if delta.type == "text_delta":
+                    text.append(delta.text)
+                    request.emit("MODEL_DELTA", {"text": delta.text})
+                elif delta.type == "input_json_delta":
+                    slot["json"] += delta.partial_json
             elif kind == "message_delta":
-                stop = (payload.get("delta") or {}).get("stop_reason") or stop
-                usage.completion_tokens = int(
-                    (payload.get("usage") or {}).get("output_tokens") or 0)
+                if payload.delta is not None:
+                    stop = text_of(payload.delta.stop_reason) or stop
+                if payload.usage is not None:
+                    usage.completion_tokens = payload.usage.count("output_tokens")
             elif kind == "error":
-                err = payload.get("error") or {}
+                err = payload.error or {}
                 raise ModelHTTPError(529 if err.get("type") == "overloaded_error" else 500,
                                      json.dumps(err), message=f"stream error: {err}")
             elif kind == "message_stop":

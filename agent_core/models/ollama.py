@@ -8,7 +8,7 @@ from typing import Any
 from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
 from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
-from ._bodies import OllamaChat, read, text_of
+from ._bodies import OllamaChat, OllamaLine, OllamaMessage, read, text_of
 from ._http import ModelHTTP
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
 
@@ -57,40 +57,36 @@ class OllamaModel(ModelAdapter):
             return parse_chat(await self.http.post_json("/api/chat", body, request))
         text: list[str] = []
         calls: list[RawToolCall] = []
-        final: dict[str, Any] = {}
+        final = OllamaLine()
         async for line in self.http.stream_lines("/api/chat", body, request):
             if not line.strip():
                 continue
             try:
-                chunk = json.loads(line)
+                raw = json.loads(line)
             except ValueError as exc:
                 raise ModelResponseError(f"unreadable stream line: {line[:200]!r}") from exc
-            if chunk.get("error"):
-                raise ModelHTTPError(500, str(chunk["error"]),
-                                     message=f"ollama stream error: {chunk['error']}")
-            message = chunk.get("message") or {}
-            if message.get("content"):
-                text.append(message["content"])
-                request.emit("MODEL_DELTA", {"text": message["content"]})
-            calls.extend(_calls(message))
-            if chunk.get("done"):
+            if not isinstance(raw, dict):
+                raise ModelResponseError(f"stream line is not an object: {line[:200]!r}")
+            chunk = read(OllamaLine, raw, "ollama")
+            if chunk.error:
+                raise ModelHTTPError(500, str(chunk.error),
+                                     message=f"ollama stream error: {chunk.error}")
+            if chunk.message is not None:
+                if chunk.message.content:
+                    text.append(chunk.message.content)
+                    request.emit("MODEL_DELTA", {"text": chunk.message.content})
+                calls.extend(_calls(chunk.message))
+            if chunk.done:
                 final = chunk
                 break
-        return ModelResponse("".join(text), calls, _usage(final), final.get("model", ""),
-                             final.get("done_reason"))
+        return ModelResponse("".join(text), calls,
+                             Usage(final.count("prompt_eval_count"), final.count("eval_count")),
+                             text_of(final.model), text_of(final.done_reason) or None)
 
 
-def _calls(message: dict[str, Any]) -> list[RawToolCall]:
-    out = []
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        out.append(RawToolCall(name=fn.get("name", ""), arguments=fn.get("arguments") or {},
-                               id=call.get("id")))
-    return out
-
-
-def _usage(data: dict[str, Any]) -> Usage:
-    return Usage(int(data.get("prompt_eval_count") or 0), int(data.get("eval_count") or 0))
+def _calls(message: OllamaMessage) -> list[RawToolCall]:
+    return [RawToolCall(name=c.function.name, arguments=c.function.arguments or {}, id=c.id)
+            for c in message.tool_calls or ()]
 
 
 def parse_chat(data: dict[str, Any]) -> ModelResponse:
@@ -98,8 +94,6 @@ def parse_chat(data: dict[str, Any]) -> ModelResponse:
     if not isinstance(data.get("message"), dict):
         raise ModelResponseError(f"no message in the response: {str(data)[:200]}")
     body = read(OllamaChat, data, "ollama")
-    calls = [RawToolCall(name=c.function.name, arguments=c.function.arguments or {}, id=c.id)
-             for c in body.message.tool_calls or ()]
-    return ModelResponse(body.message.content or "", calls,
+    return ModelResponse(body.message.content or "", _calls(body.message),
                          Usage(body.count("prompt_eval_count"), body.count("eval_count")),
                          text_of(body.model), text_of(body.done_reason) or None)

@@ -9,7 +9,7 @@ from typing import Any
 from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
 from ..errors import ModelResponseError
 from ..messages import Message
-from ._bodies import OpenAICompletion, OpenAIUsage, read, text_of
+from ._bodies import OpenAIChunk, OpenAICompletion, OpenAIUsage, read, text_of
 from ._http import ModelHTTP, sse_data
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
 
@@ -84,25 +84,29 @@ class OpenAICompatModel(ModelAdapter):
             if data.strip() == "[DONE]":
                 break
             try:
-                chunk = json.loads(data)
+                raw = json.loads(data)
             except ValueError as exc:
                 raise ModelResponseError(f"unreadable stream chunk: {data[:200]!r}") from exc
-            model = chunk.get("model") or model
-            if chunk.get("usage"):
-                usage = _usage(chunk["usage"])
-            for choice in chunk.get("choices") or ():
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    text.append(delta["content"])
-                    request.emit("MODEL_DELTA", {"text": delta["content"]})
-                for part in delta.get("tool_calls") or ():
-                    slot = calls.setdefault(int(part.get("index", len(calls))),
+            if not isinstance(raw, dict):
+                raise ModelResponseError(f"stream chunk is not an object: {data[:200]!r}")
+            chunk = read(OpenAIChunk, raw, "openai")
+            model = text_of(chunk.model) or model
+            if chunk.usage is not None:
+                usage = Usage(chunk.usage.count("prompt_tokens"),
+                              chunk.usage.count("completion_tokens"))
+            for choice in chunk.choices or ():
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                    request.emit("MODEL_DELTA", {"text": delta.content})
+                for part in delta.tool_calls or ():
+                    slot = calls.setdefault(part.index if part.index is not None
+                                            else len(calls),
                                             {"id": None, "name": "", "arguments": ""})
-                    slot["id"] = part.get("id") or slot["id"]
-                    fn = part.get("function") or {}
-                    slot["name"] += fn.get("name") or ""
-                    slot["arguments"] += fn.get("arguments") or ""
-                finish = choice.get("finish_reason") or finish
+                    slot["id"] = part.id or slot["id"]
+                    slot["name"] += part.function.name or ""
+                    slot["arguments"] += part.function.arguments or ""
+                finish = text_of(choice.finish_reason) or finish
         tool_calls = [RawToolCall(name=c["name"], arguments=c["arguments"], id=c["id"])
                       for _, c in sorted(calls.items())]
         return ModelResponse("".join(text), tool_calls, usage, model, finish)
@@ -124,6 +128,3 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
         model=text_of(body.model), finish_reason=text_of(choice.finish_reason) or None,
     )
 
-
-def _usage(data: dict[str, Any]) -> Usage:
-    return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))

@@ -63,7 +63,16 @@ class Raw:
     delay: float = 0.0
 
 
-Item = Reply | Failure | Raw
+@dataclass(slots=True)
+class RawStream:
+    """A 200 streamed answer made of arbitrary lines (to test malformed streams): SSE
+    lines for OpenAI and Anthropic, NDJSON lines for Ollama, sent as they are."""
+
+    lines: list[str]
+    delay: float = 0.0
+
+
+Item = Reply | Failure | Raw | RawStream
 Responder = Callable[[str, dict[str, Any]], Item]
 
 
@@ -149,6 +158,8 @@ class ReplayModelServer:
             return self._failure(item)
         if isinstance(item, Raw):
             return web.Response(text=item.body, content_type="application/json")
+        if isinstance(item, RawStream):
+            return await _stream(request, item.lines, "text/event-stream")
         model = body.get("model", "replay")
         calls: list[dict[str, Any]] = [
             {"id": f"call_{uuid.uuid4().hex[:10]}", "type": "function",
@@ -190,6 +201,8 @@ class ReplayModelServer:
             return self._failure(item)
         if isinstance(item, Raw):
             return web.Response(text=item.body, content_type="application/json")
+        if isinstance(item, RawStream):
+            return await _stream(request, item.lines, "text/event-stream")
         model = body.get("model", "replay")
         blocks: list[dict[str, Any]] = []
         if item.text:
@@ -254,6 +267,8 @@ class ReplayModelServer:
             return self._failure(item)
         if isinstance(item, Raw):
             return web.Response(text=item.body, content_type="application/json")
+        if isinstance(item, RawStream):
+            return await _stream(request, item.lines, "application/x-ndjson")
         model = body.get("model", "replay")
         calls = [{"function": {"name": c["name"], "arguments": c["arguments"] if isinstance(
             c["arguments"], dict) else json.loads(c["arguments"])}} for c in item.tool_calls]
