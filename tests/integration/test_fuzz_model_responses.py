@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_core.errors import ModelResponseError
-from agent_core.models.base import ModelResponse
+from agent_core.models.base import ModelAdapter, ModelResponse
 from agent_core.models.replay import Raw, RawStream, ReplayModelServer
 from tests.conftest import ModelFactory
 from tests.integration.test_fuzz_http import _mutate, json_values
@@ -55,24 +55,31 @@ def bodies(draw: Any, provider: str) -> str:
     return json.dumps(body)
 
 
-@pytest.mark.parametrize("provider", sorted(SEEDS))
-@settings(max_examples=300, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(data=st.data())
-async def test_any_200_body_is_a_response_or_a_response_error(
-        make_model: ModelFactory, model_server: ReplayModelServer, provider: str,
-        data: st.DataObject) -> None:
-    body = data.draw(bodies(provider), label="body")
-    model_server.add(Raw(body))
-    model = make_model(provider, max_retries=0)
+# The same 120 examples per provider on every run.
+FUZZ = settings(max_examples=120, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                       HealthCheck.too_slow])
+
+
+async def read_or_refuse(model: ModelAdapter, stream: bool) -> None:
+    """The adapter reads a well-typed ModelResponse, or raises ModelResponseError."""
     try:
-        response = await model.complete(request())
+        response = await model.complete(request(stream=stream))
     except ModelResponseError:
         return
     assert isinstance(response, ModelResponse)
     assert isinstance(response.text, str)
-    for call in response.tool_calls:
-        assert isinstance(call.name, str)
+    assert all(isinstance(call.name, str) for call in response.tool_calls)
+
+
+@pytest.mark.parametrize("provider", sorted(SEEDS))
+@FUZZ
+@given(data=st.data())
+async def test_any_200_body_is_a_response_or_a_response_error(
+        make_model: ModelFactory, model_server: ReplayModelServer, provider: str,
+        data: st.DataObject) -> None:
+    model_server.add(Raw(data.draw(bodies(provider), label="body")))
+    await read_or_refuse(make_model(provider, max_retries=0), stream=False)
 
 
 _DELTA_CALL = {"index": 0, "id": "c1", "type": "function",
@@ -126,19 +133,10 @@ def streams(draw: Any, provider: str) -> list[str]:
 
 
 @pytest.mark.parametrize("provider", sorted(STREAMS))
-@settings(max_examples=300, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@FUZZ
 @given(data=st.data())
 async def test_any_stream_is_a_response_or_a_response_error(
         make_model: ModelFactory, model_server: ReplayModelServer, provider: str,
         data: st.DataObject) -> None:
     model_server.add(RawStream(data.draw(streams(provider), label="stream")))
-    model = make_model(provider, max_retries=0)
-    try:
-        response = await model.complete(request(stream=True))
-    except ModelResponseError:
-        return
-    assert isinstance(response, ModelResponse)
-    assert isinstance(response.text, str)
-    for call in response.tool_calls:
-        assert isinstance(call.name, str)
+    await read_or_refuse(make_model(provider, max_retries=0), stream=True)
