@@ -5,6 +5,7 @@ messages in, the answers at the callback, a clean stop on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -83,8 +84,14 @@ class Serve:
         return await asyncio.to_thread(self.process.wait, 40)
 
     def kill(self) -> None:
+        """Kill it if it still runs (a failed test), and the store it started, which a
+        killed gateway leaves running for the next start to reuse."""
         if self.process.poll() is None:
             self.process.kill()
+            self.process.wait(10)
+            state = self.data / "valkey" / "server.json"
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(int(json.loads(state.read_text())["pid"]), signal.SIGKILL)
 
 
 async def answers(callback_server: dict[str, Any], count: int) -> list[str]:
