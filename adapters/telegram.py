@@ -127,8 +127,11 @@ class TelegramChannel(Channel):
             except RetryAfter as exc:
                 await asyncio.sleep(_retry_seconds(exc))
                 continue
-            except (NetworkError, TimedOut) as exc:  # TimedOut: the long poll ran out
-                log.warning("telegram getUpdates failed: %s; retrying in %.0fs", exc, pause)
+            except Exception as exc:  # a network blip, the long poll timing out, another
+                # process polling with the same token (Conflict), a revoked token: the
+                # poller never dies; it says why and tries again, backing off.
+                log.warning("telegram getUpdates failed: %s: %s; retrying in %.0fs",
+                            type(exc).__name__, exc, pause)
                 await asyncio.sleep(pause)
                 pause = min(30.0, pause * 2)
                 continue

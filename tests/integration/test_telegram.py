@@ -230,3 +230,16 @@ async def test_updates_of_a_shape_telegram_never_sends(make_gateway: GatewayFact
         assert (await response.json())["error"]
     await asyncio.sleep(0.2)
     assert h.model.requests == []
+
+
+async def test_the_poller_survives_a_failing_get_updates(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(telegram=True, telegram_mode="polling")
+    assert h.telegram is not None
+    h.model.responder = answer_echo
+    await h.wait_for(lambda: len(h.telegram.of("getUpdates")) >= 1)
+    h.telegram.fail("getUpdates", {"ok": False, "error_code": 409, "description":
+                                   "Conflict: terminated by other getUpdates request"})
+    await h.wait_for(lambda: not h.telegram.failures["getUpdates"])  # it got the 409
+    h.telegram.push_update(update("after a conflict"))
+    await h.wait_for(lambda: len(sent(h)) == 1)
+    assert sent(h)[0]["text"] == "answer to: after a conflict"
