@@ -211,7 +211,8 @@ class TaskLoop:
         run = _Run(state, TaskReport.from_dict(state.report) if state.report else TaskReport(),
                    RuntimeState(), control)
         with trace_context(state.trace_id, state.conversation_id):
-            self._emit(run, EventType.AGENT_STARTED, {"task_id": task_id, "resumed": True})
+            self._emit(run, EventType.AGENT_STARTED, {"task_id": task_id, "resumed": True,
+                                                      "report": run.report.to_dict()})
             first: list[Message] = []
             if approval is not None:
                 if state.status != "awaiting_approval" or not state.pending_calls:
@@ -237,7 +238,8 @@ class TaskLoop:
             log.info("recovering task %s at round %d with %d pending calls", task_id,
                      state.round, len(state.pending_calls))
             self._emit(run, EventType.AGENT_STARTED, {"task_id": task_id, "resumed": True,
-                                                      "recovered": True})
+                                                      "recovered": True,
+                                                      "report": run.report.to_dict()})
             state.deadline_at = time.time() + self.config.task_timeout
             return await self._drive(run, [])
 

@@ -48,6 +48,8 @@ class Metrics:
     """The gateway's metrics, in a registry of their own."""
 
     def __init__(self) -> None:
+        #: Report totals a resumed run started from, by task (until it finishes).
+        self._counted: dict[str, dict[str, Any]] = {}
         self.multiprocess = bool(os.environ.get(MULTIPROCESS_DIR))
         # In multiprocess mode values live in files and a scrape reads them all; the
         # metrics are then registered nowhere (a registry would read only this process).
@@ -97,16 +99,24 @@ class Metrics:
         """EventBus handler."""
         payload = event.payload
         match event.type:
+            case EventType.AGENT_STARTED if payload.get("resumed"):
+                # A resumed run's report goes on from the totals so far: count the rest.
+                self._counted[event.task_id] = payload.get("report") or {}
             case EventType.AGENT_FINISHED:
                 report = payload.get("report") or {}
+                counted = self._counted.pop(event.task_id, {})
+
+                def more(name: str) -> float:
+                    return max(0.0, float(report.get(name) or 0) - float(counted.get(name) or 0))
+
                 outcome = str(payload.get("outcome") or report.get("outcome") or "unknown")
                 self.tasks.labels(outcome).inc()
                 if outcome not in _PAUSED:  # a paused task's run resumes later
                     self.task_seconds.observe(float(report.get("wall_time") or 0.0))
-                self.model_calls.inc(int(report.get("model_calls") or 0))
-                self.model_seconds.inc(float(report.get("model_time") or 0.0))
-                self.tokens.labels("prompt").inc(int(report.get("prompt_tokens") or 0))
-                self.tokens.labels("completion").inc(int(report.get("completion_tokens") or 0))
+                self.model_calls.inc(more("model_calls"))
+                self.model_seconds.inc(more("model_time"))
+                self.tokens.labels("prompt").inc(more("prompt_tokens"))
+                self.tokens.labels("completion").inc(more("completion_tokens"))
             case EventType.TOOL_FINISHED | EventType.TOOL_ERROR:
                 tool = str(payload.get("tool") or "unknown")
                 ok = event.type == EventType.TOOL_FINISHED

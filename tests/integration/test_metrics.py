@@ -89,3 +89,31 @@ async def test_metrics_need_the_api_key_when_one_is_set(make_gateway: GatewayFac
     samples = await scrape(h, Authorization="Bearer metrics-key-0123456789")
     assert value(samples, "hermes_http_requests_total", route="/metrics", method="GET",
                  status="401") == 1
+
+
+async def test_a_resumed_task_counts_its_model_calls_and_tokens_once(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(hermes_roles={"admin": ["api:boss"]})
+    h.model.add(Reply.call("save_daily_report", {"content": "Q3"}, prompt_tokens=40,
+                           completion_tokens=4),
+                Reply("Saved.", prompt_tokens=50, completion_tokens=2))
+    before = await scrape(h)
+    paused = await (await h.client.post("/agent/run", json={"text": "save it",
+                                                             "user_id": "clerk"})).json()
+    assert paused["status"] == "awaiting_approval"
+    await h.client.post(f"/agent/approvals/{paused['approval']['id']}",
+                        json={"approved": True, "user_id": "boss"})
+    await h.wait_task(paused["task_id"], "answered")
+    await h.wait_idle()
+    after = await scrape(h)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert len(h.model.requests) == 2
+    assert grew("hermes_model_calls_total") == 2, "the paused run's call counted once"
+    assert grew("hermes_model_tokens_total", kind="prompt") == 90
+    assert grew("hermes_model_tokens_total", kind="completion") == 6
+    assert grew("hermes_tasks_total", outcome="awaiting_approval") == 1
+    assert grew("hermes_tasks_total", outcome="answered") == 1
+    assert grew("hermes_task_duration_seconds_count") == 1
