@@ -705,6 +705,4 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
 
 
 def _with_content(m: Message, content: str) -> Message:
-    from dataclasses import replace
-
-    return replace(m, content=content)
+    return dataclasses.replace(m, content=content)

@@ -20,7 +20,7 @@ from agent_core import TaskState
 from agent_core.store.keys import CONVERSATION_ID
 
 from .approvals import Decision, approval_signature
-from .metrics import content_type
+from .metrics import CONTENT_TYPE
 from .openapi import spec
 from .scheduler import Job, Scheduler
 from .service import Gateway, GatewayStopping
@@ -482,7 +482,7 @@ async def healthz(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus metrics (text exposition format)."""
     body = await request.app[GATEWAY].scrape()
-    return web.Response(body=body, headers={"Content-Type": content_type()})
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 async def readyz(request: web.Request) -> web.Response:

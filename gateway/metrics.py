@@ -31,7 +31,13 @@ from prometheus_client import (
 from prometheus_client import multiprocess as prometheus_multiprocess
 from prometheus_client import values as prometheus_values
 
+from adapters.base import InboundMessage
 from agent_core import Event, EventType
+
+from .router import Routed
+
+#: The Content-Type of ``Metrics.exposition()``.
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 #: The environment variable prometheus_client reads at import for multiprocess mode.
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -129,7 +135,7 @@ class Metrics:
             case _:
                 pass
 
-    def routed(self, msg: Any, routed: Any) -> None:
+    def routed(self, msg: InboundMessage, routed: Routed) -> None:
         """Router callback: what became of an inbound message."""
         self.inbound.labels(msg.channel, routed.status).inc()
 
@@ -167,11 +173,6 @@ class Metrics:
             prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry)
         return generate_latest(self.registry)
-
-
-def content_type() -> str:
-    """The Content-Type of ``exposition()``."""
-    return CONTENT_TYPE_LATEST
 
 
 def use_multiprocess_dir(path: Path) -> None:

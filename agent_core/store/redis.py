@@ -106,10 +106,15 @@ return n
 """
 
 
+#: redis-py's errors for a server that cannot be reached, or cannot answer yet.
+_UNREACHABLE: tuple[type[Exception], ...] = (
+    RedisConnectionError, RedisTimeoutError, BusyLoadingError)
+
 #: What a store call raises when the server cannot be reached, or cannot answer yet: worth
 #: retrying later (an HTTP caller gets a 503).
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
-    StoreUnavailableError, RedisConnectionError, RedisTimeoutError, BusyLoadingError)
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (StoreUnavailableError, *_UNREACHABLE)
+#: What ``_unavailable`` turns into StoreUnavailableError (a socket error too).
+_UNREACHABLE_OR_OS: tuple[type[Exception], ...] = (*_UNREACHABLE, OSError)
 
 
 def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
@@ -120,7 +125,7 @@ def _unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
-        except (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError) as exc:
+        except _UNREACHABLE_OR_OS as exc:
             raise StoreUnavailableError(
                 f"the conversation store is unreachable: {type(exc).__name__}: {exc}") from exc
 
