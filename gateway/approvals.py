@@ -1,6 +1,6 @@
 """Approvals: a paused tool call, the buttons that decide it, and the resumed task.
 
-A pending approval is a Redis hash (``<prefix>:approval:<id>``) next to the task's state,
+A pending approval is a Redis hash (``Keys.approvals``) next to the task's state,
 so any replica can resume the task after a restart. Deciding is one atomic step
 (pending → approved / rejected / expired, in a Lua script): double clicks, two approvers at
 once and replayed callbacks decide once, and everyone else is told who decided. Who may
@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from adapters.base import Channel, InboundMessage, OutboundMessage
 from agent_core import Settings, TaskResult
 from agent_core.settings import ApproverRule
+from agent_core.store.keys import Keys
 from agent_core.store.redis import as_text
 
 from .audit import AuditLog
@@ -70,17 +71,8 @@ class ApprovalService:
         self.channels = channels
         self.router = router
         self.audit = audit
-        self.prefix = settings.redis_prefix
+        self.keys = Keys(settings.redis_prefix).approvals
         self._decide = redis.register_script(_DECIDE)
-
-    def key(self, approval_id: str) -> str:
-        """The hash of one approval."""
-        return f"{self.prefix}:approval:{approval_id}"
-
-    @property
-    def expiry_key(self) -> str:
-        """Pending approvals by expiry time."""
-        return f"{self.prefix}:approvals:expiry"
 
     # --- opening -------------------------------------------------------------------------
     async def open(self, result: TaskResult, msg: InboundMessage) -> OutboundMessage:
@@ -99,9 +91,9 @@ class ApprovalService:
             "created_at": repr(now), "expires_at": repr(expires),
         }
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(self.key(pending.id), mapping=dict(record))  # type: ignore[arg-type]
-        pipe.expire(self.key(pending.id), int(self.settings.task_retention))
-        pipe.zadd(self.expiry_key, {pending.id: expires})
+        pipe.hset(self.keys.approval(pending.id), mapping=dict(record))  # type: ignore[arg-type]
+        pipe.expire(self.keys.approval(pending.id), int(self.settings.task_retention))
+        pipe.zadd(self.keys.expiry(), {pending.id: expires})
         await pipe.execute()
         view = {"id": pending.id, "tool_name": pending.tool_name,
                 "arguments": pending.arguments, "reason": pending.reason,
@@ -116,7 +108,7 @@ class ApprovalService:
         """Keep where the approval prompt was posted, to update it once decided."""
         if not ref:
             return
-        await self.redis.hset(self.key(approval_id), "message_ref", json.dumps(ref))
+        await self.redis.hset(self.keys.approval(approval_id), "message_ref", json.dumps(ref))
         # Decided (or expired) before the prompt was even posted: show that at once.
         record = await self.get(approval_id)
         if record is not None and record["status"] != "pending":
@@ -126,7 +118,7 @@ class ApprovalService:
 
     async def get(self, approval_id: str) -> dict[str, str] | None:
         """An approval's fields, or None."""
-        raw = await self.redis.hgetall(self.key(approval_id))
+        raw = await self.redis.hgetall(self.keys.approval(approval_id))
         if not raw:
             return None
         return {as_text(k): as_text(v) for k, v in raw.items()}
@@ -164,7 +156,7 @@ class ApprovalService:
     async def _transition(self, approval_id: str, status: str, actor: str, actor_name: str,
                           note: str) -> tuple[str, str, str]:
         result = await self._decide(
-            keys=[self.key(approval_id), self.expiry_key],
+            keys=[self.keys.approval(approval_id), self.keys.expiry()],
             args=[status, actor, actor_name, repr(time.time()), note, approval_id])
         return tuple(as_text(v) for v in result)  # type: ignore[return-value]
 
@@ -221,14 +213,14 @@ class ApprovalService:
     # --- expiry --------------------------------------------------------------------------
     async def expire_due(self) -> int:
         """Expire pending approvals past their time; their tasks resume with a rejection."""
-        due = await self.redis.zrangebyscore(self.expiry_key, "-inf", time.time(), start=0,
+        due = await self.redis.zrangebyscore(self.keys.expiry(), "-inf", time.time(), start=0,
                                              num=100)
         expired = 0
         for raw_id in due:
             approval_id = as_text(raw_id)
             record = await self.get(approval_id)
             if record is None:
-                await self.redis.zrem(self.expiry_key, approval_id)
+                await self.redis.zrem(self.keys.expiry(), approval_id)
                 continue
             won, _, _ = await self._transition(approval_id, "expired", "system",
                                                "expiry", "expired")

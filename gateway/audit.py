@@ -1,6 +1,6 @@
 """AuditLog: every write-tool execution and every approval decision, append-only.
 
-Entries go to a Redis stream (``<prefix>:audit``, capped at about a million entries) and,
+Entries go to a Redis stream (``Keys.audit``, capped at about a million entries) and,
 when HERMES_AUDIT_FILE is set, to a JSON-lines file as well (appended under a file lock, so
 several processes on one host never interleave lines).
 """
@@ -16,6 +16,8 @@ from typing import Any
 from filelock import FileLock
 from redis.asyncio import Redis
 
+from agent_core.store.keys import Keys
+
 _MAXLEN = 1_000_000
 _SCAN = 20_000
 
@@ -25,7 +27,7 @@ class AuditLog:
 
     def __init__(self, redis: Redis, prefix: str, *, file: Path | None = None) -> None:
         self.redis = redis
-        self.key = f"{prefix}:audit"
+        self.key = Keys(prefix).audit()
         self.file = file
         self._lock = FileLock(str(file) + ".lock") if file else None
 

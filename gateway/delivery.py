@@ -14,6 +14,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from adapters.base import Channel, DeliveryError, OutboundMessage
+from agent_core.store.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class Deliverer:
                  counted: Callable[[str, str], None] | None = None) -> None:
         self.channels = channels
         self.redis = redis
-        self.dead_letters = f"{prefix}:deadletter"
+        self.dead_letters = Keys(prefix).dead_letters()
         self.max_seconds = max_seconds
         self.base_delay = base_delay
         self._sleep = sleep

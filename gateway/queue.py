@@ -7,10 +7,7 @@ at a time, renewing the lease while it works; it removes an item only when done,
 releases the lock only when the list is empty, in the same atomic step. If a worker dies,
 its lease expires and the item still at the head is delivered again, to any replica.
 
-Keys (built by ``QueueKeys`` from the deployment prefix):
-``queue:{cid}`` list, ``lock:{cid}`` lease, ``steer:{cid}`` list, ``ctl:{cid}`` hash,
-``pending`` zset (conversations with work), ``wake`` list, ``dedupe:<id>``,
-``attempts`` hash.
+Keys: ``Keys.queue`` (agent_core/store/keys.py) and the dedupe markers.
 """
 
 from __future__ import annotations
@@ -49,37 +46,6 @@ class WorkItem(BaseModel):
     schedule: dict[str, Any] | None = None
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     enqueued_at: float = Field(default_factory=time.time)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueKeys:
-    """Queue keys for one prefix."""
-
-    prefix: str
-
-    def queue(self, cid: str) -> str:
-        return f"{self.prefix}:q:{{{cid}}}:items"
-
-    def lock(self, cid: str) -> str:
-        return f"{self.prefix}:q:{{{cid}}}:lock"
-
-    def steer(self, cid: str) -> str:
-        return f"{self.prefix}:q:{{{cid}}}:steer"
-
-    def control(self, cid: str) -> str:
-        return f"{self.prefix}:q:{{{cid}}}:ctl"
-
-    def pending(self) -> str:
-        return f"{self.prefix}:q:pending"
-
-    def wake(self) -> str:
-        return f"{self.prefix}:q:wake"
-
-    def dedupe(self, key: str) -> str:
-        return f"{self.prefix}:dedupe:{key}"
-
-    def attempts(self) -> str:
-        return f"{self.prefix}:q:attempts"
 
 
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks
@@ -236,8 +202,8 @@ class WorkQueue:
         self.conversations = conversations
         #: The client for BLMPOP (its own pool; see ``OpenStore.blocking``).
         self.blocking = blocking or redis
-        self.keys = QueueKeys(prefix)
         self.store_keys = Keys(prefix)
+        self.keys = self.store_keys.queue
         self.lease_ms = int(lease * 1000)
         self.dedupe_ttl = dedupe_ttl
         self._ingest = redis.register_script(_INGEST)
@@ -252,7 +218,7 @@ class WorkQueue:
         task API can answer at once; in steer mode, hand it to the running task instead
         when the conversation is busy. One atomic step."""
         cid = item.inbound.conversation_id
-        keys = [self.keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
+        keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
                 self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),
                 self.store_keys.task(item.task_id), self.store_keys.conv_tasks(cid)]
         result = await self._ingest(keys=keys, args=[
@@ -260,9 +226,10 @@ class WorkQueue:
             placeholder.model_dump_json() if placeholder else "", item.task_id])
         return as_text(result)  # type: ignore[return-value]
 
-    async def seen(self, dedupe_key: str) -> bool:
-        """Mark a key as seen; False if it already was (for events that queue nothing)."""
-        return bool(await self.redis.set(self.keys.dedupe(dedupe_key), "1", nx=True,
+    async def first_time(self, dedupe_key: str) -> bool:
+        """Mark a key as seen: True the first time, False if it already was (for events
+        that queue nothing)."""
+        return bool(await self.redis.set(self.store_keys.dedupe(dedupe_key), "1", nx=True,
                                          ex=self.dedupe_ttl))
 
     async def wait_for_work(self, wait: float, batch: int = 100) -> list[str]:

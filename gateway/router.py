@@ -71,13 +71,13 @@ class Router:
             log.debug("ignored message in %s: %s", msg.conversation_id, decision.reason)
             return Routed("ignored", reason=decision.reason)
         if decision.verdict == "refuse":
-            if dedupe_key is None or await self.queue.seen(dedupe_key):
+            if dedupe_key is None or await self.queue.first_time(dedupe_key):
                 await self._refuse_once(msg)
             return Routed("refused", reason=decision.reason)
 
         command = self.commands.parse(msg.text)
         if command is not None:
-            if dedupe_key is not None and not await self.queue.seen(dedupe_key):
+            if dedupe_key is not None and not await self.queue.first_time(dedupe_key):
                 return Routed("duplicate")
             text = await self.commands.run(command, msg)
             await self.deliverer.deliver(msg.reply(text, "notice"))
@@ -108,5 +108,5 @@ class Router:
 
     async def _refuse_once(self, msg: InboundMessage) -> None:
         # One polite refusal per user and channel a day; then silence.
-        if await self.queue.seen(f"refused:{msg.channel}:{msg.user_id}"):
+        if await self.queue.first_time(f"refused:{msg.channel}:{msg.user_id}"):
             await self.deliverer.deliver(msg.reply(REFUSAL, "notice"))

@@ -1,9 +1,9 @@
 """Scheduled reports: an agent prompt run on a timetable, its answer posted to a group.
 
 APScheduler's triggers compute the fire times (cron, interval, one-off date; timezone
-aware). Jobs live in Redis (``<prefix>:jobs``, with ``<prefix>:jobs:due`` holding each
-job's next fire time), so they survive restarts and every replica knows them. Every replica
-polls for due jobs; a run is claimed per (job, fire time) with ``SET NX`` and a TTL that is
+aware). Jobs live in Redis (``Keys.schedules``: the jobs, and each job's next fire
+time), so they survive restarts and every replica knows them. Every replica polls for due
+jobs; a run is claimed per (job, fire time) with ``SET NX`` and a TTL that is
 never released, so two or more gateways never post the same report twice.
 
 After downtime: fire times missed while the gateway was down are coalesced into one run,
@@ -37,6 +37,7 @@ from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
 from agent_core import Settings
+from agent_core.store.keys import Keys
 from agent_core.store.redis import as_text
 
 from .queue import WorkItem, WorkQueue
@@ -153,25 +154,11 @@ class Scheduler:
         self.redis = redis
         self.queue = queue
         self.settings = settings
-        self.prefix = settings.redis_prefix
+        self.keys = Keys(settings.redis_prefix).schedules
         self.clock = clock
         self._advance_script = redis.register_script(_ADVANCE)
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-
-    @property
-    def jobs_key(self) -> str:
-        """HASH id -> job JSON."""
-        return f"{self.prefix}:jobs"
-
-    @property
-    def due_key(self) -> str:
-        """ZSET id -> next fire time."""
-        return f"{self.prefix}:jobs:due"
-
-    def claim_key(self, job_id: str, fire_time: float) -> str:
-        """The marker of one run of one job."""
-        return f"{self.prefix}:jobs:claim:{job_id}:{int(fire_time)}"
 
     # --- managing jobs -------------------------------------------------------------------
     async def create(self, *, prompt: str, trigger: dict[str, Any], channel: str,
@@ -195,19 +182,19 @@ class Scheduler:
         job.created_at = min(job.created_at, self.clock())
         job.next_run_at = None if job.paused else self._next(job, None, self.clock())
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(self.jobs_key, job.id, job.model_dump_json())
+        pipe.hset(self.keys.jobs(), job.id, job.model_dump_json())
         if job.next_run_at is None:
-            pipe.zrem(self.due_key, job.id)
+            pipe.zrem(self.keys.due(), job.id)
         else:
-            pipe.zadd(self.due_key, {job.id: job.next_run_at})
+            pipe.zadd(self.keys.due(), {job.id: job.next_run_at})
         await pipe.execute()
         return job
 
     async def get(self, job_id: str) -> Job | None:
         """One job, or None (its next run is read from the due set, the source of truth)."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(self.jobs_key, job_id)
-        pipe.zscore(self.due_key, job_id)
+        pipe.hget(self.keys.jobs(), job_id)
+        pipe.zscore(self.keys.due(), job_id)
         raw, due = await pipe.execute()
         if not raw:
             return None
@@ -218,8 +205,8 @@ class Scheduler:
     async def jobs(self, *, target: dict[str, Any] | None = None) -> list[Job]:
         """Every job (or those posting to one target), by next run."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hvals(self.jobs_key)
-        pipe.zrange(self.due_key, 0, -1, withscores=True)
+        pipe.hvals(self.keys.jobs())
+        pipe.zrange(self.keys.due(), 0, -1, withscores=True)
         raw, due = await pipe.execute()
         next_runs = {as_text(k): float(v) for k, v in due}
         jobs = [Job.model_validate_json(r) for r in raw]
@@ -232,8 +219,8 @@ class Scheduler:
     async def delete(self, job_id: str) -> bool:
         """Remove a job; False if there was none."""
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hdel(self.jobs_key, job_id)
-        pipe.zrem(self.due_key, job_id)
+        pipe.hdel(self.keys.jobs(), job_id)
+        pipe.zrem(self.keys.due(), job_id)
         removed, _ = await pipe.execute()
         return bool(removed)
 
@@ -292,7 +279,7 @@ class Scheduler:
     async def tick(self) -> list[str]:
         """Fire every due job (the ones this replica wins); returns the task ids started."""
         now = self.clock()
-        due: Any = await self.redis.zrangebyscore(self.due_key, "-inf", now, withscores=True)
+        due: Any = await self.redis.zrangebyscore(self.keys.due(), "-inf", now, withscores=True)
         started = []
         for raw_id, fire_time in due:
             job = await self.get(as_text(raw_id))
@@ -336,13 +323,13 @@ class Scheduler:
 
     async def _advance(self, job: Job, seen: float, nxt: float | None) -> None:
         """Move the job's next run forward (the same result whichever replica does it)."""
-        await self._advance_script(keys=[self.due_key], args=[
+        await self._advance_script(keys=[self.keys.due()], args=[
             job.id, repr(seen), "" if nxt is None else repr(nxt)])
 
     async def _fire(self, job: Job, fire_time: float, *, manual: bool = False) -> str | None:
         """Claim this run (once across replicas) and queue it as a task."""
         if not manual:
-            won = await self.redis.set(self.claim_key(job.id, fire_time), "1", nx=True,
+            won = await self.redis.set(self.keys.claim(job.id, fire_time), "1", nx=True,
                                        ex=_CLAIM_TTL)
             if not won:
                 return None
@@ -359,7 +346,7 @@ class Scheduler:
             "preapproved_tools": job.preapproved_tools, "fire_time": fire_time})
         await self.queue.ingest(item, dedupe_key=None)
         job.last_run = {"at": fire_time, "task_id": task_id, "manual": manual}
-        await self.redis.hset(self.jobs_key, job.id, job.model_dump_json())
+        await self.redis.hset(self.keys.jobs(), job.id, job.model_dump_json())
         log.info("job %s (%s) fired for %s as task %s", job.id, job.name, _iso(fire_time),
                  task_id)
         return task_id

@@ -179,7 +179,7 @@ class Gateway:
             else:
                 await telegram.start_polling()
 
-        leader = Leadership(self.opened.store.redis, f"{settings.redis_prefix}:leader:telegram",
+        leader = Leadership(self.opened.store.redis, self.opened.store.keys.leader("telegram"),
                             on_elected=elected, on_lost=telegram.stop_polling)
         self._leaders.append(leader)
         leader.start()

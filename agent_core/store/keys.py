@@ -4,11 +4,18 @@ Conversation keys carry the conversation id as a hash tag (``{...}``) so that al
 conversation's keys live in one Redis Cluster slot and can be changed in one transaction.
 Conversation ids are validated (``CONVERSATION_ID``) so they never contain glob or hash-tag
 characters.
+
+``Keys(prefix)`` builds the store's own keys (conversations, tasks) and, through its
+sections, those of the gateway's parts: ``.queue`` (the work queue), ``.approvals``,
+``.schedules``, plus the dedupe markers, dead letters, audit stream and leader leases. No
+other module writes a key's name.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import cached_property
 
 from ..errors import ConfigError
 
@@ -26,6 +33,76 @@ def check_conversation_id(conversation_id: str) -> str:
     return conversation_id
 
 
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The work queue's keys: per conversation a FIFO list, a lease, steered messages and
+    control flags; globally the conversations with work, the wake list and start counts."""
+
+    prefix: str
+
+    def queue(self, cid: str) -> str:
+        """LIST of a conversation's work items (JSON), head first."""
+        return f"{self.prefix}:q:{{{cid}}}:items"
+
+    def lock(self, cid: str) -> str:
+        """STRING: the lease token of the worker holding the conversation."""
+        return f"{self.prefix}:q:{{{cid}}}:lock"
+
+    def steer(self, cid: str) -> str:
+        """LIST of messages steered into the running task (HERMES_BUSY_MODE=steer)."""
+        return f"{self.prefix}:q:{{{cid}}}:steer"
+
+    def control(self, cid: str) -> str:
+        """HASH flag -> task id (or *): interrupt / stop the running task."""
+        return f"{self.prefix}:q:{{{cid}}}:ctl"
+
+    def pending(self) -> str:
+        """ZSET: conversation id -> when it first had queued work."""
+        return f"{self.prefix}:q:pending"
+
+    def wake(self) -> str:
+        """LIST of conversation ids a worker should look at, first in first out."""
+        return f"{self.prefix}:q:wake"
+
+    def attempts(self) -> str:
+        """HASH: work item id -> how many times it was started."""
+        return f"{self.prefix}:q:attempts"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalKeys:
+    """Pending and decided approvals."""
+
+    prefix: str
+
+    def approval(self, approval_id: str) -> str:
+        """HASH: one approval's fields (status, tool, arguments, who asked, who decided)."""
+        return f"{self.prefix}:approval:{approval_id}"
+
+    def expiry(self) -> str:
+        """ZSET: pending approval id -> when it expires."""
+        return f"{self.prefix}:approvals:expiry"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleKeys:
+    """Scheduled jobs."""
+
+    prefix: str
+
+    def jobs(self) -> str:
+        """HASH: job id -> job (JSON)."""
+        return f"{self.prefix}:jobs"
+
+    def due(self) -> str:
+        """ZSET: job id -> next fire time."""
+        return f"{self.prefix}:jobs:due"
+
+    def claim(self, job_id: str, fire_time: float) -> str:
+        """STRING: the marker of one run of one job (SET NX; fired once across replicas)."""
+        return f"{self.prefix}:jobs:claim:{job_id}:{int(fire_time)}"
+
+
 class Keys:
     """Key builder for one deployment's prefix."""
 
@@ -33,6 +110,38 @@ class Keys:
         if not _PREFIX.match(prefix):
             raise ConfigError(f"REDIS_PREFIX={prefix!r}: use letters, digits and : . _ -")
         self.prefix = prefix
+
+    # --- sections of the gateway's parts ---------------------------------------------
+    @cached_property
+    def queue(self) -> QueueKeys:
+        """The work queue's keys."""
+        return QueueKeys(self.prefix)
+
+    @cached_property
+    def approvals(self) -> ApprovalKeys:
+        """The approvals' keys."""
+        return ApprovalKeys(self.prefix)
+
+    @cached_property
+    def schedules(self) -> ScheduleKeys:
+        """The scheduler's keys."""
+        return ScheduleKeys(self.prefix)
+
+    def dedupe(self, key: str) -> str:
+        """STRING marker of a delivery already seen (a platform's retry is handled once)."""
+        return f"{self.prefix}:dedupe:{key}"
+
+    def dead_letters(self) -> str:
+        """LIST of replies that could not be delivered, with the reason."""
+        return f"{self.prefix}:deadletter"
+
+    def audit(self) -> str:
+        """STREAM of audit entries (write-tool executions, approval decisions)."""
+        return f"{self.prefix}:audit"
+
+    def leader(self, job: str) -> str:
+        """STRING lease of the replica doing a singleton job (e.g. Telegram polling)."""
+        return f"{self.prefix}:leader:{job}"
 
     # --- conversations ---------------------------------------------------------------
     def conv(self, conversation_id: str, part: str) -> str:
