@@ -17,11 +17,21 @@ from .messages import Message, ToolCall
 from .parser import DecisionParser
 from .report import TaskReport
 from .settings import Settings, load_settings
-from .task import TaskControl, TaskRequest, TaskResult, TaskState
+from .task import (
+    PAUSED,
+    TERMINAL,
+    TaskControl,
+    TaskRequest,
+    TaskResult,
+    TaskState,
+    TaskStatus,
+)
 from .tools import Tool, ToolContext, ToolExecutor, ToolRegistry, ToolResult, tool
 
 __all__ = [
     "DECISION_TYPES",
+    "PAUSED",
+    "TERMINAL",
     "AgentDeadlineError",
     "AgentDecision",
     "AgentLoopLimitError",
@@ -45,6 +55,7 @@ __all__ = [
     "TaskRequest",
     "TaskResult",
     "TaskState",
+    "TaskStatus",
     "Tool",
     "ToolCall",
     "ToolContext",

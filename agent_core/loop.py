@@ -45,10 +45,18 @@ from .models.base import ModelAdapter, ModelRequest, ModelResponse
 from .parser import DecisionParser
 from .prompt import REPAIR_PROMPT, system_message
 from .replanner import Replanner
-from .report import Outcome, TaskReport
+from .report import TaskReport
 from .settings import Settings
 from .store.base import BoundMemory, ConversationStore, Snapshot, WindowSize
-from .task import PendingApproval, Question, RuntimeState, TaskRequest, TaskResult, TaskState
+from .task import (
+    PendingApproval,
+    Question,
+    RuntimeState,
+    TaskRequest,
+    TaskResult,
+    TaskState,
+    TaskStatus,
+)
 from .tools.context import ToolContext
 from .tools.executor import ToolExecutor, ToolResult
 
@@ -269,6 +277,7 @@ class TaskLoop:
                                                      "the task was cancelled"))
             raise
         except TaskInterrupted:
+            state.superseded = True
             return await self._finish_closed(run, "cancelled",
                                              "Stopped: a newer message took over.",
                                              "the task was interrupted by a newer message")
@@ -283,7 +292,7 @@ class TaskLoop:
             return await self._finish_closed(run, "failed", exc.user_message, str(exc))
         return await self._finish(run, outcome, text)
 
-    async def _rounds(self, run: _Run) -> tuple[Outcome, str]:
+    async def _rounds(self, run: _Run) -> tuple[TaskStatus, str]:
         state = run.state
         if state.pending_calls:
             paused = await self._run_calls(run)
@@ -473,7 +482,7 @@ class TaskLoop:
         run.state.set_calls([c for c in calls if c.id not in error_ids])
         await self._append(run, [assistant, *errors])
 
-    async def _run_calls(self, run: _Run) -> tuple[Outcome, str] | None:
+    async def _run_calls(self, run: _Run) -> tuple[TaskStatus, str] | None:
         state = run.state
         while state.pending_calls:
             control = run.control
@@ -632,7 +641,7 @@ class TaskLoop:
             await self.store.rewrite_window(run.state.conversation_id, eviction.keep,
                                             eviction.archive, base=[m.id for m in snap.window])
 
-    async def _finish(self, run: _Run, outcome: Outcome, text: str) -> TaskResult:
+    async def _finish(self, run: _Run, outcome: TaskStatus, text: str) -> TaskResult:
         state = run.state
         state.status = outcome
         state.result_text = text
@@ -650,9 +659,9 @@ class TaskLoop:
             "outcome": outcome, "text": text[:4000], "report": state.report})
         return TaskResult(state.task_id, state.trace_id, state.conversation_id, outcome, text,
                           run.report, question=state.question, approval=state.approval,
-                          error=state.error)
+                          error=state.error, superseded=state.superseded)
 
-    async def _finish_closed(self, run: _Run, outcome: Outcome, text: str, error: str
+    async def _finish_closed(self, run: _Run, outcome: TaskStatus, text: str, error: str
                              ) -> TaskResult:
         """End a task early: every pending call gets a result so the window stays valid."""
         state = run.state
@@ -675,7 +684,7 @@ class TaskLoop:
             self._emit(run, EventType.AGENT_FINISHED, {"outcome": outcome, "text": text,
                                                        "report": run.report.to_dict()})
             return TaskResult(state.task_id, state.trace_id, state.conversation_id, outcome,
-                              text, run.report, error=error)
+                              text, run.report, error=error, superseded=state.superseded)
 
     def _model_event(self, run: _Run, name: str, payload: dict[str, Any]) -> None:
         if name in EventType.__members__:

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-Outcome = Literal[
-    "queued",  # accepted by the gateway, not started yet
-    "answered",  # a final answer was given
-    "asked_user",  # the task waits for the user's reply
-    "awaiting_approval",  # a tool call waits for a human decision
-    "failed",  # a runtime failure ended the task
-    "limit",  # AGENT_MAX_ROUND or the deadline was reached
-    "invalid",  # K consecutive invalid decisions
-    "cancelled",  # /stop, an interrupt, or shutdown
-    "running",
-]
+if TYPE_CHECKING:
+    from .task import TaskStatus
 
 
 @dataclass(slots=True)
@@ -39,7 +30,7 @@ class TaskReport:
     completion_tokens: int = 0
     tools: dict[str, ToolStats] = field(default_factory=dict)
     invalid_decisions: int = 0
-    outcome: Outcome = "running"
+    outcome: TaskStatus = "running"
     error: str | None = None
 
     @property

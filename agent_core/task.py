@@ -7,13 +7,35 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from .messages import ToolCall
-from .report import Outcome, TaskReport
+from .report import TaskReport
 from .tools.policies import TaskFailures
+
+#: Where a task is. The one vocabulary: the store, the gateway, the API and the metrics
+#: all branch on these values (and on the sets below), never on the text a user was told.
+TaskStatus = Literal[
+    "queued",  # accepted by the gateway, not started yet
+    "running",  # being worked on (or its process died: ``recover`` continues it)
+    "asked_user",  # the task waits for the user's reply
+    "awaiting_approval",  # a tool call waits for a human decision
+    "answered",  # a final answer was given
+    "failed",  # a runtime failure ended the task
+    "limit",  # AGENT_MAX_ROUND or the deadline was reached
+    "invalid",  # K consecutive invalid decisions
+    "cancelled",  # /stop, an interrupt by a newer message, the API's cancel
+]
+ALL_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+#: Ended for good: nothing more will happen to the task.
+TERMINAL: frozenset[TaskStatus] = frozenset(
+    {"answered", "failed", "limit", "invalid", "cancelled"})
+#: Waiting for a person: a reply (ask_user) or an approval resumes it.
+PAUSED: frozenset[TaskStatus] = frozenset({"asked_user", "awaiting_approval"})
+#: Not started, or under way.
+ACTIVE: frozenset[TaskStatus] = frozenset({"queued", "running"})
 
 
 def new_id() -> str:
@@ -85,7 +107,7 @@ class TaskState(BaseModel):
     instruction: str
     workdir: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
-    status: Outcome = "running"
+    status: TaskStatus = "running"
     round: int = 0
     invalid_streak: int = 0
     pending_calls: list[dict[str, Any]] = Field(default_factory=list)
@@ -97,6 +119,9 @@ class TaskState(BaseModel):
     #: What the user was told when the task ended or paused (answer, question, or a sentence).
     result_text: str | None = None
     error: str | None = None
+    #: Cancelled because a newer message of the conversation took over (its task answers
+    #: instead, so this one is not answered at all).
+    superseded: bool = False
     report: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
@@ -131,18 +156,20 @@ class TaskResult:
     task_id: str
     trace_id: str
     conversation_id: str
-    outcome: Outcome
+    outcome: TaskStatus
     #: The answer, the question, or a plain sentence saying what went wrong.
     text: str
     report: TaskReport
     question: Question | None = None
     approval: PendingApproval | None = None
     error: str | None = None
+    #: See ``TaskState.superseded``.
+    superseded: bool = False
 
     @property
     def finished(self) -> bool:
         """False while the task waits for a user reply or an approval."""
-        return self.outcome not in ("asked_user", "awaiting_approval", "running")
+        return self.outcome in TERMINAL
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from adapters.base import InboundMessage
 from agent_core import TaskState
 from agent_core.store.keys import CONVERSATION_ID
+from agent_core.task import PAUSED, TERMINAL
 
 from .approvals import Decision, approval_signature
 from .metrics import CONTENT_TYPE
@@ -28,8 +29,6 @@ from .service import Gateway, GatewayStopping
 log = logging.getLogger(__name__)
 
 GATEWAY = web.AppKey("gateway", Gateway)
-_TERMINAL = ("answered", "failed", "limit", "invalid", "cancelled")
-_PAUSED = ("asked_user", "awaiting_approval")
 _LOCAL_ID = r"^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$"
 
 
@@ -171,14 +170,14 @@ async def run_sync(request: web.Request) -> web.Response:
             async for event in gateway.eventlog.follow(task_id):
                 if event.get("type") == "AGENT_FINISHED":
                     outcome = (event.get("payload") or {}).get("outcome")
-                    if outcome in _TERMINAL or outcome in _PAUSED:
+                    if outcome in TERMINAL or outcome in PAUSED:
                         break
                 if time.monotonic() > deadline:
                     break
     except TimeoutError:
         pass
     view = await _task_view(gateway, task_id)
-    status = 200 if view["status"] in _TERMINAL + _PAUSED else 202
+    status = 200 if view["status"] in TERMINAL | PAUSED else 202
     return web.json_response(view, status=status)
 
 
@@ -238,7 +237,7 @@ async def task_events(request: web.Request) -> web.StreamResponse:
             await response.write(f"id: {event['id']}\nevent: {event['type']}\n"
                                  f"data: {data}\n\n".encode())
             if event["type"] == "AGENT_FINISHED" and \
-                    (event.get("payload") or {}).get("outcome") in _TERMINAL:
+                    (event.get("payload") or {}).get("outcome") in TERMINAL:
                 break
     except (ConnectionResetError, asyncio.CancelledError):
         return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from typing import Literal, assert_never, get_args
 from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
@@ -34,12 +35,14 @@ _SPEC = re.compile(r'^\s*(?:"(?P<cron>[^"]+)"|every\s+(?P<n>\d+(?:\.\d+)?)\s*(?P
                    r"|at\s+(?P<at>\S+))\s+(?P<prompt>.+)$", re.DOTALL | re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
+Command = Literal["help", "status", "reset", "stop", "forget", "schedule", "schedules",
+                  "unschedule"]
+
 
 class Commands:
     """Parses and runs chat commands; each returns the text to reply with."""
 
-    NAMES = ("help", "status", "reset", "stop", "forget", "schedule", "schedules",
-             "unschedule")
+    NAMES: tuple[Command, ...] = get_args(Command)
 
     def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
                  model_status: Callable[[], str], settings: Settings,
@@ -50,14 +53,15 @@ class Commands:
         self.settings = settings
         self.scheduler = scheduler
 
-    def parse(self, text: str) -> str | None:
+    def parse(self, text: str) -> Command | None:
         """The command a message is, or None for an ordinary message."""
         match = _COMMAND.match(text)
-        if match and match.group(1).lower() in self.NAMES:
-            return match.group(1).lower()
-        return None
+        if match is None:
+            return None
+        name = match.group(1).lower()
+        return next((c for c in self.NAMES if c == name), None)
 
-    async def run(self, command: str, msg: InboundMessage) -> str:
+    async def run(self, command: Command, msg: InboundMessage) -> str:
         """Carry out a command for the message's conversation."""
         cid = msg.conversation_id
         match command:
@@ -86,8 +90,8 @@ class Commands:
                 return await self._schedules(msg)
             case "unschedule":
                 return await self._unschedule(msg)
-            case _:
-                return HELP
+            case unknown:
+                assert_never(unknown)
 
 
     async def _schedule(self, msg: InboundMessage) -> str:

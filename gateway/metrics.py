@@ -33,6 +33,7 @@ from prometheus_client import values as prometheus_values
 
 from adapters.base import InboundMessage
 from agent_core import Event, EventType
+from agent_core.task import PAUSED
 
 from .router import Routed
 
@@ -44,8 +45,6 @@ MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-
-_PAUSED = ("awaiting_approval", "asked_user")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -117,7 +116,7 @@ class Metrics:
 
                 outcome = str(payload.get("outcome") or report.get("outcome") or "unknown")
                 self.tasks.labels(outcome).inc()
-                if outcome not in _PAUSED:  # a paused task's run resumes later
+                if outcome not in PAUSED:  # a paused task's run resumes later
                     self.task_seconds.observe(float(report.get("wall_time") or 0.0))
                 self.model_calls.inc(more("model_calls"))
                 self.model_seconds.inc(more("model_time"))

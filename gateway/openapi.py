@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_core.task import ALL_STATUSES
+
 _TASK = {
     "type": "object",
     "properties": {
         "task_id": {"type": "string"}, "conversation_id": {"type": "string"},
-        "status": {"type": "string", "enum": [
-            "queued", "running", "answered", "asked_user", "awaiting_approval", "failed",
-            "limit", "invalid", "cancelled"]},
+        "status": {"type": "string", "enum": list(ALL_STATUSES)},
         "text": {"type": ["string", "null"], "description": "what the user was told"},
         "answer": {"type": ["string", "null"]},
         "question": {"type": ["object", "null"]},

@@ -31,6 +31,7 @@ from agent_core import (
 from agent_core.log import trace_context
 from agent_core.report import TaskReport
 from agent_core.settings import missing_model_message
+from agent_core.task import ACTIVE
 
 from .approvals import ApprovalService
 from .delivery import Deliverer
@@ -290,7 +291,7 @@ class WorkerPool:
             return None  # cancelled through the API before it started
         elif existing is not None and existing.status == "running":
             runner = loop.recover(item.task_id, control=control)  # its worker died
-        elif existing is not None and existing.status not in ("queued", "running"):
+        elif existing is not None and existing.status not in ACTIVE:
             return _result_from_state(existing)  # done before a crash; deliver again
         else:
             waiting = head.waiting
@@ -389,7 +390,7 @@ class WorkerPool:
 
     # --- replies -------------------------------------------------------------------------
     async def _deliver_result(self, msg: InboundMessage, result: TaskResult) -> None:
-        if result.outcome == "cancelled" and "newer message" in result.text:
+        if result.superseded:
             return  # interrupted by the next message, which answers instead
         if result.outcome == "awaiting_approval" and self.approvals is not None \
                 and result.approval is not None:
@@ -411,4 +412,4 @@ def _result_from_state(state: TaskState) -> TaskResult:
     text = state.result_text or state.answer or ""
     return TaskResult(state.task_id, state.trace_id, state.conversation_id, state.status, text,
                       report, question=state.question, approval=state.approval,
-                      error=state.error)
+                      error=state.error, superseded=state.superseded)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from ..errors import ConfigError
 from ..settings import ModelSpec, Settings
 from ._http import ModelHTTP
@@ -35,6 +37,8 @@ def build_adapter(spec: ModelSpec, settings: Settings, *, key_setting: str = "LL
             return AnthropicModel(http, spec.model_name, native_tools=native)
         case "ollama":
             return OllamaModel(http, spec.model_name, native_tools=native)
+        case unknown:
+            assert_never(unknown)
 
 
 def build_model(settings: Settings) -> ModelAdapter:

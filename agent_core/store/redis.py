@@ -37,7 +37,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import StoreUnavailableError
 from ..messages import Message
-from ..task import TaskState
+from ..task import TERMINAL, TaskState
 from .base import ArchiveHit, ConversationStore, Snapshot, WindowSize
 from .embeddings import Embedder, cosine, fuse, pack
 from .keys import Keys, check_conversation_id
@@ -52,7 +52,6 @@ R = TypeVar("R")
 _POSTING = struct.Struct("<IHH")
 _MAX_QUERY_TERMS = 16
 _SUMMARY_CHARS = 200
-_FINISHED = ("answered", "failed", "limit", "invalid", "cancelled")
 _CANDIDATES = 10  # keyword candidates per requested hit, for re-ranking by vector
 _RECENT = 500  # most recent archived messages also compared by vector
 _PARSED = 10_000  # window messages kept parsed
@@ -278,7 +277,7 @@ class RedisConversationStore(ConversationStore):
                           task: TaskState | None, *, read: bool) -> Any:
         cid = check_conversation_id(conversation_id)
         task_key = self.keys.task(task.task_id) if task is not None else self.keys.task("-")
-        ttl = int(self.task_retention) if task is not None and task.status in _FINISHED else 0
+        ttl = int(self.task_retention) if task is not None and task.status in TERMINAL else 0
         return await self._append(
             keys=[self.keys.window(cid), self.keys.meta(cid), self.keys.conversations(),
                   task_key, self.keys.conv_tasks(cid)],
@@ -416,7 +415,7 @@ class RedisConversationStore(ConversationStore):
 
     # --- tasks -------------------------------------------------------------------------
     def _queue_task(self, pipe: Any, state: TaskState) -> None:
-        ttl = int(self.task_retention) if state.status in _FINISHED else None
+        ttl = int(self.task_retention) if state.status in TERMINAL else None
         pipe.set(self.keys.task(state.task_id), state.model_dump_json(), ex=ttl)
         pipe.sadd(self.keys.conv_tasks(state.conversation_id), state.task_id)
 
