@@ -26,7 +26,7 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, TypeHandler
 
-from agent_core.store.redis import TRANSIENT_ERRORS
+from agent_core import StoreUnavailableError
 
 from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
 from .markup import split_text, to_telegram_html
@@ -138,7 +138,7 @@ class TelegramChannel(Channel):
             pause = 1.0
             for update in updates:
                 failure = await self.process(update)
-                if isinstance(failure, TRANSIENT_ERRORS):
+                if isinstance(failure, StoreUnavailableError):
                     log.warning("telegram update %d not queued (%s); asking for it again",
                                 update.update_id, failure)
                     await asyncio.sleep(1.0)
@@ -185,7 +185,7 @@ class TelegramChannel(Channel):
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # PTB reading it
             return web.json_response({"error": f"malformed update: {exc}"}, status=400)
         failure = await self.process(update)
-        if isinstance(failure, TRANSIENT_ERRORS):
+        if isinstance(failure, StoreUnavailableError):
             raise failure  # the app answers 503: Telegram delivers the update again
         if failure is not None:  # the same update would fail the same way again
             log.warning("telegram update %d not handled: %s: %s", update.update_id,

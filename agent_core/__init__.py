@@ -9,6 +9,7 @@ from .errors import (
     HermesError,
     ModelError,
     RuntimeFailure,
+    StoreUnavailableError,
     ToolError,
 )
 from .events import Event, EventBus, EventType
@@ -49,6 +50,7 @@ __all__ = [
     "ModelError",
     "RuntimeFailure",
     "Settings",
+    "StoreUnavailableError",
     "TaskControl",
     "TaskLoop",
     "TaskReport",

@@ -36,8 +36,9 @@ from agent_core.loop import _Run
 from agent_core.messages import Message
 from agent_core.models import ModelAdapter, ModelRequest, ModelResponse
 from agent_core.report import TaskReport
+from agent_core.store import RedisConversationStore, connect, warm
+from agent_core.store.client import _lean_handshake
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.store.redis import RedisConversationStore, _lean_handshake, connect, warm
 from agent_core.task import RuntimeState, TaskState
 from tools.recall import recall
 

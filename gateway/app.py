@@ -12,8 +12,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from agent_core import Settings
+from agent_core.errors import StoreUnavailableError
 from agent_core.models import ModelAdapter
-from agent_core.store.redis import TRANSIENT_ERRORS
 
 from . import api
 from .api import GATEWAY
@@ -87,7 +87,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"error": exc.reason}, status=exc.status,
                                  headers={k: v for k, v in exc.headers.items()
                                           if k.lower() in ("allow", "www-authenticate")})
-    except TRANSIENT_ERRORS:
+    except StoreUnavailableError:
         return web.json_response({"error": "the store is unreachable; retry shortly"},
                                  status=503, headers={"Retry-After": "5"})
     except ValueError as exc:

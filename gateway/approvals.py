@@ -23,8 +23,7 @@ from redis.asyncio import Redis
 from adapters.base import Channel, InboundMessage, OutboundMessage
 from agent_core import Settings, TaskResult
 from agent_core.settings import ApproverRule
-from agent_core.store.keys import Keys
-from agent_core.store.redis import as_text
+from agent_core.store import Keys, as_text, store_boundary
 
 from .audit import AuditLog
 from .router import Router
@@ -61,6 +60,7 @@ class Decision:
     message: str = ""
 
 
+@store_boundary
 class ApprovalService:
     """Opens approvals, decides them exactly once, expires them, updates their messages."""
 

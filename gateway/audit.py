@@ -16,12 +16,13 @@ from typing import Any
 from filelock import FileLock
 from redis.asyncio import Redis
 
-from agent_core.store.keys import Keys
+from agent_core.store import Keys, store_boundary
 
 _MAXLEN = 1_000_000
 _SCAN = 20_000
 
 
+@store_boundary
 class AuditLog:
     """An AuditSink writing to Redis (and a file), and the query behind GET /agent/audit."""
 

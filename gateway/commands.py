@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from adapters.base import InboundMessage
 from agent_core import Settings
-from agent_core.store.redis import RedisConversationStore
+from agent_core.store import RedisConversationStore
 from agent_core.tools.context import ALL_PERMISSIONS
 
 from .queue import WorkQueue

@@ -18,8 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from agent_core import Event
-from agent_core.store.keys import Keys
-from agent_core.store.redis import as_text
+from agent_core.store import Keys, as_text, store_boundary, unavailable
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +36,7 @@ return #ARGV - 2
 _SKIP = {"MODEL_DELTA"}  # streamed text fragments: too many entries to keep
 
 
+@store_boundary
 class EventLog:
     """Writes events to ``task:<id>:events`` streams and reads them back."""
 
@@ -132,8 +132,7 @@ class EventLog:
         reading: asyncio.Future[Any] | None = None
         try:
             while not self._closing.is_set():
-                reading = asyncio.ensure_future(self.blocking.xread(
-                    {self.keys.task_events(task_id): last}, block=int(poll * 1000), count=500))
+                reading = asyncio.ensure_future(self._read_new(task_id, last, poll))
                 await asyncio.wait((reading, closing), return_when=asyncio.FIRST_COMPLETED)
                 if not reading.done():
                     return
@@ -151,6 +150,12 @@ class EventLog:
             if reading is not None and not reading.done():
                 reading.cancel()
                 await asyncio.wait((reading,))
+
+
+    @unavailable
+    async def _read_new(self, task_id: str, after: str, poll: float) -> Any:
+        return await self.blocking.xread({self.keys.task_events(task_id): after},
+                                         block=int(poll * 1000), count=500)
 
 
 def _row(row: Any) -> dict[str, Any]:

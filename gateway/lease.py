@@ -11,6 +11,8 @@ import uuid
 
 from redis.asyncio import Redis
 
+from agent_core.store import store_boundary
+
 # KEYS: lease   ARGV: token, lease_ms
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -28,6 +30,7 @@ return 0
 """
 
 
+@store_boundary
 class Leases:
     """Take, renew and release leases on keys of one Redis."""
 

@@ -23,9 +23,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
-from agent_core.store.base import Snapshot
-from agent_core.store.keys import Keys
-from agent_core.store.redis import as_text
+from agent_core.store import Keys, Snapshot, as_text, layout, store_boundary
 from agent_core.task import TaskState
 
 from .lease import Leases
@@ -50,7 +48,7 @@ class WorkItem(BaseModel):
 
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks
 # ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id
-_INGEST = """
+_INGEST = layout.LUA + """
 if KEYS[1] ~= '' then
   if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) == false then
     return 'duplicate'
@@ -65,8 +63,7 @@ redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2])
 redis.call('RPUSH', KEYS[4], ARGV[2])
 if ARGV[6] ~= '' then
-  redis.call('SET', KEYS[7], ARGV[6], 'NX')
-  redis.call('SADD', KEYS[8], ARGV[7])
+  hermes_save_task(KEYS[7], KEYS[8], ARGV[7], ARGV[6], 0, true)
 end
 return 'queued'
 """
@@ -74,9 +71,9 @@ return 'queued'
 # The head item, counted as started, with what a worker needs to start it: the item's task
 # state, the state of a task of the conversation that waits for a reply, and the
 # conversation's window and meta hash, which the task's first model call reads (one round
-# trip; the task keys are built from ARGV[1], so the queue works on one Redis, not a
-# Cluster). Flags left by an earlier task are cleared.
-_READ_HEAD = """
+# trip, through the store's layout functions; the task keys are built from a prefix, so
+# the queue works on one Redis, not a Cluster). Flags left by an earlier task are cleared.
+_READ_HEAD = layout.LUA + """
 local function read_head(queue, attempts, control, meta, window, task_prefix)
   local raw = redis.call('LINDEX', queue, 0)
   if not raw then
@@ -85,13 +82,9 @@ local function read_head(queue, attempts, control, meta, window, task_prefix)
   local item = cjson.decode(raw)
   redis.call('DEL', control)
   local started = redis.call('HINCRBY', attempts, item['id'], 1)
-  local waiting = redis.call('HGET', meta, 'waiting_task')
-  local waiting_state = false
-  if waiting and waiting ~= '' then
-    waiting_state = redis.call('GET', task_prefix .. waiting)
-  end
-  return {raw, started, redis.call('GET', task_prefix .. item['task_id']), waiting_state,
-          redis.call('LRANGE', window, 0, -1), redis.call('HGETALL', meta)}
+  local conversation = hermes_read_conversation(window, meta)
+  return {raw, started, hermes_read_task(task_prefix, item['task_id']),
+          hermes_waiting_task(meta, task_prefix), conversation[1], conversation[2]}
 end
 """
 
@@ -191,8 +184,10 @@ def _head(reply: Any, read: SnapshotReader | None) -> Head | None:
                 read(window, meta) if read is not None else None)
 
 
+@store_boundary
 class WorkQueue:
-    """Ingest, claim, renew, complete: the queue's whole protocol."""
+    """Ingest, claim, renew, complete: the queue's whole protocol. A store it cannot reach
+    is a StoreUnavailableError from every method."""
 
     def __init__(self, redis: Redis, prefix: str, *, lease: float = 30.0,
                  dedupe_ttl: int = 86400, blocking: Redis | None = None,

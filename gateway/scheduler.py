@@ -37,8 +37,7 @@ from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
 from agent_core import Settings
-from agent_core.store.keys import Keys
-from agent_core.store.redis import as_text
+from agent_core.store import Keys, as_text, store_boundary
 
 from .queue import WorkItem, WorkQueue
 
@@ -146,6 +145,7 @@ class Job(BaseModel):
         return f"schedule:{self.id}"
 
 
+@store_boundary
 class Scheduler:
     """Stores jobs and fires them; run one in every replica."""
 

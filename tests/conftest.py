@@ -17,9 +17,13 @@ from agent_core.context import EstimateCounter
 from agent_core.models import AnthropicModel, ModelAdapter, OllamaModel, OpenAICompatModel
 from agent_core.models._http import ModelHTTP
 from agent_core.models.replay import ReplayModelServer
-from agent_core.store import ConversationStore, MemoryConversationStore
+from agent_core.store import (
+    ConversationStore,
+    MemoryConversationStore,
+    RedisConversationStore,
+    connect,
+)
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.store.redis import RedisConversationStore, connect
 from agent_core.tools import BreakerBoard
 
 

@@ -10,9 +10,10 @@ from redis.asyncio import Redis
 
 from ..models._http import ModelHTTP
 from ..settings import Settings
+from .client import connect, warm
 from .embedded import EmbeddedValkey
 from .embeddings import OpenAIEmbedder
-from .redis import RedisConversationStore, connect, warm
+from .redis import RedisConversationStore
 
 log = logging.getLogger(__name__)
 

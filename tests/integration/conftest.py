@@ -22,8 +22,8 @@ from aiohttp.test_utils import TestClient
 
 from agent_core import Settings
 from agent_core.models.replay import ReplayModelServer
+from agent_core.store import connect
 from agent_core.store.embedded import EmbeddedValkey, ServerInfo
-from agent_core.store.redis import connect
 from gateway.api import GATEWAY
 from gateway.app import create_app
 from gateway.service import Gateway

@@ -21,8 +21,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from agent_core.store import connect
 from agent_core.store.multiplex import MultiplexedRedis
-from agent_core.store.redis import connect
 
 
 @pytest.fixture

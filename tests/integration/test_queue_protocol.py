@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 )
 
 from adapters.base import InboundMessage
-from agent_core.store.redis import as_text, connect
+from agent_core.store import as_text, connect
 from gateway.queue import Head, WorkItem, WorkQueue
 
 CONVERSATIONS = ("webhook:q:a", "webhook:q:b")

@@ -15,7 +15,7 @@ import pytest
 
 from agent_core import Settings
 from agent_core.models.replay import Failure, Reply
-from agent_core.store.redis import connect
+from agent_core.store import connect
 from gateway.queue import WorkItem, WorkQueue
 from gateway.scheduler import Job, Scheduler
 from tests.integration.conftest import GatewayFactory, Harness

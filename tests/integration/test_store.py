@@ -14,8 +14,8 @@ from agent_core import TaskRequest, TaskState
 from agent_core.errors import StoreUnavailableError
 from agent_core.messages import Message, ToolCall
 from agent_core.models.replay import ReplayModelServer, Reply
+from agent_core.store import RedisConversationStore, connect
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.store.redis import RedisConversationStore, connect
 from tests.conftest import StoreFactory
 from tools.recall import recall
 

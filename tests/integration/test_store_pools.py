@@ -10,9 +10,9 @@ from pathlib import Path
 
 from agent_core import Event, EventType
 from agent_core.settings import Settings
+from agent_core.store import connect, warm
 from agent_core.store.factory import open_store
 from agent_core.store.keys import Keys
-from agent_core.store.redis import connect, warm
 from gateway.eventlog import EventLog
 
 

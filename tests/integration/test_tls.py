@@ -23,8 +23,8 @@ import redis.asyncio as aioredis
 import trustme
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from agent_core.store import connect
 from agent_core.store.multiplex import MultiplexedRedis
-from agent_core.store.redis import connect
 from tests.integration.conftest import GatewayFactory, answer_echo
 
 

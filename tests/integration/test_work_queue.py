@@ -10,8 +10,8 @@ import pytest
 
 from adapters.base import InboundMessage
 from agent_core.messages import Message
+from agent_core.store import RedisConversationStore, connect
 from agent_core.store.keys import Keys
-from agent_core.store.redis import RedisConversationStore, connect
 from agent_core.task import TaskState
 from gateway.queue import Claim, WorkItem, WorkQueue
 
