@@ -1,8 +1,11 @@
-"""InboundMessage, OutboundMessage and the Channel interface every adapter implements.
+"""The contract between the channels and the gateway, and the Channel interface.
 
 An adapter is a converter plus a thin handler: it turns platform events into
-``InboundMessage`` and renders ``OutboundMessage`` back. Routing, dedupe, access policy and
-locking happen once, in the gateway, for every channel.
+``InboundMessage`` (and button presses into one ``Interaction``), hands them to the gateway
+through ``Ingest`` (and ``Interact``), and renders what comes back (``Routed``,
+``InteractionReply``, ``OutboundMessage``). Routing, dedupe, access policy, locking and
+every decision on a press happen once, in the gateway, for every channel. An adapter says
+only what the platform's delivery identity of a message is (``platform_message_id``).
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from __future__ import annotations
 import abc
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 ChannelName = Literal["slack", "telegram", "webhook", "webchat", "api", "schedule"]
 OutboundKind = Literal["answer", "question", "approval", "notice", "error"]
+RouteStatus = Literal["queued", "steered", "duplicate", "refused", "ignored", "command"]
 
 
 class InboundMessage(BaseModel):
@@ -29,8 +33,12 @@ class InboundMessage(BaseModel):
     text: str
     is_direct: bool = False
     mentions_bot: bool = False
-    #: The platform's id of this delivery, for dedupe (Slack event, Telegram update, ...).
-    platform_message_id: str
+    #: The platform's identity of this delivery, unique within the channel: the router
+    #: handles a second message with the same identity as a duplicate (a platform's retry,
+    #: or one message delivered as two events). Slack: ``team:channel:ts``; Telegram:
+    #: ``bot:update_id``; webhooks: ``source:idempotency key`` (or signature); the API: its
+    #: Idempotency-Key. None: every delivery is new.
+    platform_message_id: str | None
     #: Where replies go, in the channel's own terms (channel + thread, chat + topic, URL).
     reply_target: dict[str, Any] = Field(default_factory=dict)
     received_at: float = Field(default_factory=time.time)
@@ -64,18 +72,71 @@ class OutboundMessage(BaseModel):
     approval: dict[str, Any] | None = None
 
 
-class DeliveryError(Exception):
-    """Sending failed. ``retryable`` outages are retried with backoff; others are not."""
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What the gateway did with an inbound message."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None
-                 ) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after = retry_after
+    status: RouteStatus
+    #: The task that will answer it (queued, steered into a running task).
+    task_id: str | None = None
+    #: Why it was refused or ignored, or which command it was.
+    reason: str = ""
+    #: The reply already sent (commands, refusals).
+    reply: str = ""
 
 
-#: What an adapter calls with each message it accepted from its platform.
-Ingest = Callable[[InboundMessage], Awaitable[None]]
+class Ingest(Protocol):
+    """What an adapter calls with each message it accepted from its platform; returns once
+    the message is durably queued (or answered), so the platform can be acknowledged."""
+
+    async def __call__(self, message: InboundMessage, /) -> Routed: ...
+
+
+InteractionKind = Literal["approval", "choice", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """A button press, normalised: an approval decided, or an offered answer chosen."""
+
+    kind: InteractionKind
+    channel: ChannelName
+    #: Who pressed: the platform's user id, and how to name them in a chat.
+    user_id: str
+    user_name: str
+    #: The approval's id, or the asking task's id.
+    target: str = ""
+    #: For an approval: Approve (True) or Reject.
+    approved: bool = False
+    #: For a choice: the index of the answer among those offered (None: not a number).
+    choice: int | None = None
+    #: Where the press happened, as a reply target (None: the message is gone).
+    reply_target: dict[str, Any] | None = None
+    space_id: str = ""
+    room_id: str = ""
+    is_direct: bool = False
+    #: The message with the buttons (to replace it), and its text.
+    prompt: dict[str, Any] | None = None
+    prompt_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionReply:
+    """What the channel shows after a press."""
+
+    #: Told to the person who pressed.
+    text: str
+    #: The press changed nothing (not allowed, already decided, no longer open): shown as
+    #: a refusal (a Telegram alert, a Slack message only they see).
+    refused: bool = False
+    #: New text for the message with the buttons, which loses them.
+    replace_prompt: str | None = None
+
+
+class Interact(Protocol):
+    """What an adapter calls with each button press; the gateway decides."""
+
+    async def __call__(self, press: Interaction, /) -> InteractionReply: ...
 
 
 class Channel(abc.ABC):

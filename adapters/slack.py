@@ -4,7 +4,8 @@
 - ``message.im``: one conversation per DM
 - bots (ourselves included) are ignored; the ``<@BOT>`` mention is stripped; a mention that
   Slack also delivers as a ``message`` event, and Slack's retries, are handled once (the
-  dedupe key is the message itself, not the event)
+  delivery identity is the message itself, ``team:channel:ts``, not the event)
+- button presses (Approve / Reject, an offered answer) become one ``Interaction``
 - the request is acknowledged as soon as the message is durably queued (well under 3 s)
 - progress: a "working" message in the thread, updated as tools run and replaced by the
   answer (or a reaction, per SLACK_PROGRESS); answers in mrkdwn, split under Slack's limits,
@@ -29,7 +30,16 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
+from .approvals import APPROVE, CHOICE, REJECT
+from .base import (
+    Channel,
+    InboundMessage,
+    Ingest,
+    Interact,
+    Interaction,
+    OutboundMessage,
+)
+from .errors import DeliveryError
 from .markup import split_text, to_mrkdwn
 from .pacing import Pacer
 
@@ -41,9 +51,6 @@ _IGNORED_SUBTYPES = {"bot_message", "message_changed", "message_deleted", "chann
                      "channel_leave", "message_replied", "thread_broadcast"}
 _PERMANENT = {"channel_not_found", "not_in_channel", "is_archived", "invalid_auth",
               "account_inactive", "token_revoked", "no_permission", "msg_too_long"}
-
-Ingest = Callable[..., Awaitable[Any]]
-ActionHandler = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
 
 
 #: Set in a bolt context once a listener hands its message to the queue (see _on_error).
@@ -63,6 +70,7 @@ class SlackChannel(Channel):
         app_token: str | None = None,
         api_url: str = "https://slack.com/api/",
         ingest: Ingest,
+        interact: Interact | None = None,
         progress: str = "message",
         pacer: Pacer | None = None,
         channel_interval: float = 1.0,
@@ -77,13 +85,13 @@ class SlackChannel(Channel):
             request_verification_enabled=signing_secret is not None)
         self.app_token = app_token
         self.ingest = ingest
+        self.interact = interact
         self.progress_mode = progress
         self.pacer = pacer or Pacer()
         self.channel_interval = channel_interval
         self.bot_user_id: str | None = None
         self._working: dict[str, tuple[str, str]] = {}
         self._socket: Any = None
-        self.on_action: ActionHandler | None = None
         self.app.event("app_mention")(self._on_mention)
         self.app.event("message")(self._on_message)
         self.app.action(re.compile(r"^hermes_"))(self._on_action)
@@ -146,7 +154,7 @@ class SlackChannel(Channel):
         msg = self.to_inbound(event, body)
         if msg is not None:
             context[_QUEUEING] = True
-            await self.ingest(msg, dedupe_key=_dedupe(body, event))
+            await self.ingest(msg)
 
     async def _on_message(self, event: dict[str, Any], body: dict[str, Any],
                           context: dict[str, Any]) -> None:
@@ -155,7 +163,7 @@ class SlackChannel(Channel):
         msg = self.to_inbound(event, body)
         if msg is not None:
             context[_QUEUEING] = True
-            await self.ingest(msg, dedupe_key=_dedupe(body, event))
+            await self.ingest(msg)
 
     def to_inbound(self, event: dict[str, Any], body: dict[str, Any]) -> InboundMessage | None:
         """The normalised message of an app_mention or message event, or None to ignore."""
@@ -182,15 +190,48 @@ class SlackChannel(Channel):
         return InboundMessage(
             channel="slack", conversation_id=cid, user_id=user, text=text or "(empty)",
             is_direct=direct, mentions_bot=True,
-            platform_message_id=body.get("event_id") or ts, reply_target=target,
+            platform_message_id=f"{team}:{channel}:{ts}", reply_target=target,
             space_id=team, room_id=channel)
 
     async def _on_action(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any],
                          action: dict[str, Any], context: dict[str, Any]) -> None:
         await ack()  # within 3 s, before any work
-        if self.on_action is not None:
-            context[_QUEUEING] = True
-            await self.on_action(body, action)
+        if self.interact is None:
+            return
+        context[_QUEUEING] = True
+        press = self.to_interaction(body, action)
+        reply = await self.interact(press)
+        message = body.get("message") or {}
+        if reply.refused:
+            await self.post_ephemeral(press.room_id, press.user_id, reply.text,
+                                      thread_ts=message.get("thread_ts"))
+        if reply.replace_prompt is not None and press.prompt is not None:
+            await self.replace_prompt(press.prompt, reply.replace_prompt)
+
+    def to_interaction(self, body: dict[str, Any], action: dict[str, Any]) -> Interaction:
+        """The normalised press of a block_actions button (ours: hermes_*)."""
+        user_id = str((body.get("user") or {}).get("id", ""))
+        channel_id = str((body.get("channel") or {}).get("id", ""))
+        team = str((body.get("team") or {}).get("id", "T"))
+        message = body.get("message") or {}
+        action_id = str(action.get("action_id", ""))
+        where: dict[str, Any] = {
+            "channel": "slack", "user_id": user_id, "user_name": f"<@{user_id}>",
+            "reply_target": {"channel": channel_id,
+                             "thread_ts": message.get("thread_ts") or message.get("ts")},
+            "space_id": team, "room_id": channel_id, "is_direct": channel_id.startswith("D"),
+            "prompt": {"channel": channel_id, "ts": message["ts"]} if message.get("ts")
+            else None,
+            "prompt_text": str(message.get("text", ""))}
+        if action_id in (APPROVE, REJECT):
+            return Interaction(kind="approval", target=str(action.get("value", "")),
+                               approved=action_id == APPROVE, **where)
+        if action_id.startswith(f"{CHOICE}_"):
+            index = action_id.removeprefix(f"{CHOICE}_")
+            return Interaction(kind="choice",
+                               target=str(action.get("block_id", "")).partition(":")[2],
+                               choice=int(index) if index.isdigit() else None, **where)
+        return Interaction(kind="unknown", **where)
 
     async def _on_error(self, error: Exception, request: AsyncBoltRequest
                         ) -> BoltResponse | None:
@@ -304,11 +345,6 @@ class SlackChannel(Channel):
             await getattr(self.client, method)(**kwargs)
         except Exception as exc:
             log.info("slack %s failed: %s", method, exc)
-
-
-def _dedupe(body: dict[str, Any], event: dict[str, Any]) -> str:
-    team = body.get("team_id") or event.get("team") or "T"
-    return f"slack:{team}:{event.get('channel')}:{event.get('ts')}"
 
 
 def _signed(secret: str, body: str, headers: Any) -> bool:

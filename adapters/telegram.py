@@ -6,7 +6,8 @@ the secret-token header) or long polling.
 - "typing" is re-sent every 4 s while a task runs (Telegram shows it for only 5 s)
 - answers split at 4096 characters on safe boundaries, as Telegram HTML (escaped), paced
   per chat (1/s), per group (20/min) and globally (30/s); 429 retry_after honoured
-- update_id is the dedupe key
+- the delivery identity is the bot's id and the update_id
+- inline-keyboard presses (Approve / Reject, an offered answer) become one ``Interaction``
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from aiohttp import web
@@ -28,7 +28,9 @@ from telegram.ext import Application, CallbackQueryHandler, ContextTypes, TypeHa
 
 from agent_core import StoreUnavailableError
 
-from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
+from .approvals import APPROVAL_DATA, CHOICE_DATA, parse_callback_data
+from .base import Channel, InboundMessage, Ingest, Interact, Interaction, OutboundMessage
+from .errors import DeliveryError
 from .markup import split_text, to_telegram_html
 from .pacing import Pacer
 
@@ -43,9 +45,6 @@ TEXT_LIMIT = 4096
 _SPLIT_AT = 4000  # leaves room for what HTML escaping and tags add
 TYPING_EVERY = 4.0
 
-Ingest = Callable[..., Awaitable[Any]]
-CallbackHandler = Callable[[Update], Awaitable[None]]
-
 
 class TelegramChannel(Channel):
     """The Telegram channel around one bot token."""
@@ -59,6 +58,7 @@ class TelegramChannel(Channel):
         webhook_secret: str | None,
         api_url: str = "https://api.telegram.org",
         ingest: Ingest,
+        interact: Interact | None = None,
         pacer: Pacer | None = None,
         intervals: tuple[float, float, float] = (1.0, 3.0, 1 / 30),
     ) -> None:
@@ -68,9 +68,9 @@ class TelegramChannel(Channel):
             .base_file_url(f"{api}/file/bot").build())
         self.webhook_secret = webhook_secret
         self.ingest = ingest
+        self.interact = interact
         self.pacer = pacer or Pacer()
         self.chat_interval, self.group_interval, self.global_interval = intervals
-        self.on_callback: CallbackHandler | None = None
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._poller: asyncio.Task[None] | None = None
         #: What a handler raised, by update (PTB hands it to the error handler).
@@ -197,11 +197,45 @@ class TelegramChannel(Channel):
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         msg = self.to_inbound(update)
         if msg is not None:
-            await self.ingest(msg, dedupe_key=f"telegram:{self.bot.id}:{update.update_id}")
+            await self.ingest(msg)
 
     async def _on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        if self.on_callback is not None:
-            await self.on_callback(update)
+        """An inline-keyboard press; the query is always answered."""
+        query = update.callback_query
+        if query is None or self.interact is None:
+            return
+        press = self.to_interaction(update)
+        reply = await self.interact(press)
+        await query.answer(reply.text, show_alert=reply.refused)
+        if reply.replace_prompt is not None and press.prompt is not None:
+            await self.replace_prompt(press.prompt, reply.replace_prompt)
+
+    def to_interaction(self, update: Update) -> Interaction:
+        """The normalised press of a callback query."""
+        query = update.callback_query
+        assert query is not None
+        user = query.from_user
+        name = f"@{user.username}" if user.username else user.full_name
+        kind, target, value = parse_callback_data(query.data or "")
+        message = query.message
+        chat = message.chat if message is not None else None
+        where: dict[str, Any] = {"channel": "telegram", "user_id": str(user.id),
+                                 "user_name": name, "target": target}
+        if chat is not None and message is not None:
+            topic = getattr(message, "message_thread_id", None)
+            private = chat.type == "private"
+            where.update(
+                reply_target={"chat_id": chat.id, "message_thread_id": topic,
+                              "private": private},
+                space_id=str(chat.id), room_id=str(topic or chat.id), is_direct=private,
+                prompt={"chat_id": chat.id, "message_id": message.message_id},
+                prompt_text=getattr(message, "text", "") or "")
+        if kind == APPROVAL_DATA:
+            return Interaction(kind="approval", approved=value == "y", **where)
+        if kind == CHOICE_DATA:
+            return Interaction(kind="choice", choice=int(value) if value.isdigit() else None,
+                               **where)
+        return Interaction(kind="unknown", **where)
 
     def to_inbound(self, update: Update) -> InboundMessage | None:
         """The normalised message of an Update, or None to ignore it."""
@@ -230,7 +264,7 @@ class TelegramChannel(Channel):
             channel="telegram", conversation_id=cid, user_id=str(user.id),
             user_name=user.username or user.full_name, text=text.strip() or "(empty)",
             is_direct=private, mentions_bot=private or mentioned,
-            platform_message_id=str(update.update_id), reply_target=target,
+            platform_message_id=f"{self.bot.id}:{update.update_id}", reply_target=target,
             space_id=str(chat.id), room_id=str(topic or chat.id))
 
     def _addressed(self, message: Message, text: str) -> tuple[bool, str]:

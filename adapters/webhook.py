@@ -12,7 +12,6 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,7 +19,8 @@ import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .base import Channel, DeliveryError, InboundMessage, OutboundMessage
+from .base import Channel, InboundMessage, Ingest, OutboundMessage
+from .errors import DeliveryError
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,6 @@ class WebhookRequest(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http(s) URL")
         return value
-
-
-Ingest = Callable[..., Awaitable[Any]]
 
 
 class WebhookChannel(Channel):
@@ -115,9 +112,7 @@ class WebhookChannel(Channel):
                 urlsplit(payload.callback_url).hostname not in self.callback_hosts:
             return _error(400, "callback_url host is not in HERMES_WEBHOOK_CALLBACK_HOSTS")
         msg = to_inbound(source, payload, request.headers[SIGNATURE_HEADER])
-        dedupe = f"webhook:{source}:" + (payload.idempotency_key or
-                                         request.headers[SIGNATURE_HEADER])
-        routed = await self.ingest(msg, dedupe_key=dedupe)
+        routed = await self.ingest(msg)
         status = 200 if routed.status == "duplicate" else 202
         return web.json_response({"status": routed.status, "task_id": routed.task_id,
                                   "conversation_id": msg.conversation_id}, status=status)
@@ -172,13 +167,15 @@ def verify(secret: str, headers: Any, body: bytes, now: float | None = None) -> 
     return None
 
 
-def to_inbound(source: str, payload: WebhookRequest, delivery_id: str) -> InboundMessage:
-    """The normalised message of a webhook call."""
+def to_inbound(source: str, payload: WebhookRequest, signature: str) -> InboundMessage:
+    """The normalised message of a webhook call; its delivery identity is the caller's
+    idempotency key, or else the request's signature (a retried request is the same)."""
     return InboundMessage(
         channel="webhook", conversation_id=f"webhook:{source}:{payload.conversation_id}",
         user_id=f"{source}:{payload.user_id}", user_name=payload.user_name or payload.user_id,
         text=payload.text, is_direct=True, mentions_bot=True,
-        platform_message_id=payload.idempotency_key or delivery_id, space_id=source,
+        platform_message_id=f"{source}:{payload.idempotency_key or signature}",
+        space_id=source,
         reply_target={"source": source, "callback_url": payload.callback_url})
 
 

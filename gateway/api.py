@@ -15,7 +15,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.base import InboundMessage
+from adapters.base import InboundMessage, Routed
+from adapters.errors import GatewayStopping
 from agent_core import TaskState
 from agent_core.store.keys import CONVERSATION_ID
 from agent_core.task import PAUSED, TERMINAL
@@ -24,7 +25,7 @@ from .approvals import Decision, approval_signature
 from .metrics import CONTENT_TYPE
 from .openapi import spec
 from .scheduler import Job, Scheduler
-from .service import Gateway, GatewayStopping
+from .service import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -120,38 +121,34 @@ def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
     return InboundMessage(
         channel=channel, conversation_id=f"{channel}:{cid}",
         user_id=body.user_id or f"{channel}-user", text=body.text, is_direct=True,
-        mentions_bot=True, platform_message_id=uuid.uuid4().hex)
+        mentions_bot=True, platform_message_id=request.headers.get("Idempotency-Key"))
 
 
-class _CommandAnswered(Exception):
-    def __init__(self, response: web.Response) -> None:
-        self.response = response
-
-
-async def _submit(request: web.Request) -> tuple[Gateway, str]:
+async def _submit(request: web.Request) -> tuple[InboundMessage, Routed]:
+    """Route the request's message: a task, or a command answered at once."""
     gateway = request.app[GATEWAY]
     body = await parse(request, RunRequest)
     msg = _inbound(body, request)
-    key = request.headers.get("Idempotency-Key")
     assert gateway.router is not None
-    routed = await gateway.router.ingest(msg, dedupe_key=f"api:{key}" if key else None)
+    routed = await gateway.router.ingest(msg)
     if routed.status == "duplicate":
         raise _bad(409, "a request with this Idempotency-Key was already accepted")
-    if routed.status == "command":
-        raise _CommandAnswered(web.json_response({
-            "status": "command", "command": routed.reason, "text": routed.reply,
-            "conversation_id": msg.conversation_id}))
-    if routed.task_id is None:
+    if routed.status != "command" and routed.task_id is None:
         raise _bad(400, f"not accepted: {routed.status} ({routed.reason})")
-    return gateway, routed.task_id
+    return msg, routed
+
+
+def _command_answer(msg: InboundMessage, routed: Routed) -> web.Response:
+    return web.json_response({"status": "command", "command": routed.reason,
+                              "text": routed.reply, "conversation_id": msg.conversation_id})
 
 
 async def run_async(request: web.Request) -> web.Response:
     """Queue a task; answer at once with its id."""
-    try:
-        _, task_id = await _submit(request)
-    except _CommandAnswered as answered:
-        return answered.response
+    msg, routed = await _submit(request)
+    if routed.task_id is None:
+        return _command_answer(msg, routed)
+    task_id = routed.task_id
     return web.json_response({"task_id": task_id, "status": "queued",
                               "status_url": f"/agent/tasks/{task_id}",
                               "events_url": f"/agent/tasks/{task_id}/events"}, status=202)
@@ -159,10 +156,10 @@ async def run_async(request: web.Request) -> web.Response:
 
 async def run_sync(request: web.Request) -> web.Response:
     """Run a task and wait for its answer (or until HERMES_RUN_TIMEOUT: then 202)."""
-    try:
-        gateway, task_id = await _submit(request)
-    except _CommandAnswered as answered:
-        return answered.response
+    msg, routed = await _submit(request)
+    if routed.task_id is None:
+        return _command_answer(msg, routed)
+    gateway, task_id = request.app[GATEWAY], routed.task_id
     assert gateway.eventlog is not None
     deadline = time.monotonic() + gateway.settings.hermes_run_timeout
     try:

@@ -13,7 +13,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from adapters.base import Channel, DeliveryError, OutboundMessage
+from adapters.base import Channel, OutboundMessage
+from adapters.errors import DeliveryError
 from agent_core.store.keys import Keys
 
 log = logging.getLogger(__name__)

@@ -31,11 +31,9 @@ from prometheus_client import (
 from prometheus_client import multiprocess as prometheus_multiprocess
 from prometheus_client import values as prometheus_values
 
-from adapters.base import InboundMessage
+from adapters.base import InboundMessage, Routed
 from agent_core import Event, EventType
 from agent_core.task import PAUSED
-
-from .router import Routed
 
 #: The Content-Type of ``Metrics.exposition()``.
 CONTENT_TYPE = CONTENT_TYPE_LATEST

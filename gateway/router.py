@@ -1,8 +1,9 @@
 """Router: the one path every inbound message takes, whatever the channel.
 
-dedupe (the platform's delivery id) → access policy → chat commands → durable queue (before
-the platform is acknowledged) → a worker. Replies to refused users and to commands go out
-at once; everything else is answered by the worker that runs the task.
+dedupe (the channel and the platform's delivery identity) → access policy → chat commands
+→ durable queue (before the platform is acknowledged) → a worker. Replies to refused users
+and to commands go out at once; everything else is answered by the worker that runs the
+task. ``Router.ingest`` is the ``Ingest`` every adapter is given.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
-from adapters.base import InboundMessage
+from adapters.base import InboundMessage, Routed
 from agent_core import Settings, TaskState
 from agent_core.store.keys import check_conversation_id
 
@@ -24,21 +23,8 @@ from .queue import WorkItem, WorkQueue
 
 log = logging.getLogger(__name__)
 
-Status = Literal["queued", "steered", "duplicate", "refused", "ignored", "command"]
-
 REFUSAL = ("Sorry, I can't help you here: you are not on this bot's access list. "
            "Ask an administrator if you think you should be.")
-
-
-@dataclass(frozen=True, slots=True)
-class Routed:
-    """What happened to an inbound message."""
-
-    status: Status
-    task_id: str | None = None
-    reason: str = ""
-    #: The reply already sent (commands, refusals).
-    reply: str = ""
 
 
 class Router:
@@ -55,16 +41,14 @@ class Router:
         self.commands = commands
         self.settings = settings
 
-    async def ingest(self, msg: InboundMessage, *, dedupe_key: str | None = None,
-                     task_id: str | None = None) -> Routed:
+    async def ingest(self, msg: InboundMessage) -> Routed:
         """Route one message; returns once it is durably queued (or answered)."""
-        routed = await self._route(msg, dedupe_key, task_id)
+        routed = await self._route(msg, dedupe_key(msg))
         if self.counted is not None:
             self.counted(msg, routed)
         return routed
 
-    async def _route(self, msg: InboundMessage, dedupe_key: str | None,
-                     task_id: str | None) -> Routed:
+    async def _route(self, msg: InboundMessage, dedupe_key: str | None) -> Routed:
         check_conversation_id(msg.conversation_id)
         decision = self.policy.check(msg)
         if decision.verdict == "ignore":
@@ -83,7 +67,7 @@ class Router:
             await self.deliverer.deliver(msg.reply(text, "notice"))
             return Routed("command", reason=command, reply=text)
 
-        task_id = task_id or uuid.uuid4().hex
+        task_id = uuid.uuid4().hex
         item = WorkItem(inbound=msg, task_id=task_id)
         placeholder = TaskState(
             task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
@@ -110,3 +94,10 @@ class Router:
         # One polite refusal per user and channel a day; then silence.
         if await self.queue.first_time(f"refused:{msg.channel}:{msg.user_id}"):
             await self.deliverer.deliver(msg.reply(REFUSAL, "notice"))
+
+
+def dedupe_key(msg: InboundMessage) -> str | None:
+    """The key a second delivery of the same message would have (None: no dedupe)."""
+    if msg.platform_message_id is None:
+        return None
+    return f"{msg.channel}:{msg.platform_message_id}"

@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from adapters.base import Channel
+from adapters.base import Channel, Interact
+from adapters.errors import GatewayStopping
 from adapters.pacing import Pacer
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
@@ -40,10 +41,6 @@ from .scheduler import Scheduler
 from .worker import WorkerPool
 
 log = logging.getLogger(__name__)
-
-
-class GatewayStopping(Exception):
-    """The gateway has begun to stop (what /readyz reports then)."""
 
 
 class Gateway:
@@ -109,14 +106,10 @@ class Gateway:
         self.router = router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                                       deliverer=deliverer, commands=commands, settings=settings,
                                       counted=self.metrics.routed)
-        self._build_channels(router)
         self.approvals = ApprovalService(store.redis, settings=settings, channels=self.channels,
                                          router=router, audit=self.audit)
-        interactions = Interactions(approvals=self.approvals, router=router, store=store)
-        if self.slack is not None:
-            interactions.attach_slack(self.slack)
-        if self.telegram is not None:
-            interactions.attach_telegram(self.telegram)
+        self._build_channels(router, Interactions(approvals=self.approvals, router=router,
+                                                  store=store))
         for channel in list(self.channels.values()):
             await channel.start()
         self.workers = WorkerPool(queue=queue, runtime=runtime, channels=self.channels,
@@ -135,7 +128,7 @@ class Gateway:
         log.info("gateway ready: channels %s; model %s", ", ".join(sorted(self.channels)),
                  self._model_status())
 
-    def _build_channels(self, router: Router) -> None:
+    def _build_channels(self, router: Router, interact: Interact) -> None:
         settings = self.settings
         pacer = Pacer()
         if settings.hermes_webhook_secrets:
@@ -149,14 +142,16 @@ class Gateway:
                 bot_token=settings.slack_bot_token.get_secret_value(),
                 signing_secret=_secret(settings.slack_signing_secret),
                 app_token=_secret(settings.slack_app_token), api_url=settings.slack_api_url,
-                ingest=router.ingest, progress=settings.slack_progress, pacer=pacer)
+                ingest=router.ingest, interact=interact, progress=settings.slack_progress,
+                pacer=pacer)
             self.channels["slack"] = self.slack
         if settings.telegram_enabled:
             assert settings.telegram_bot_token is not None
             self.telegram = TelegramChannel(
                 token=settings.telegram_bot_token.get_secret_value(),
                 webhook_secret=_secret(settings.telegram_webhook_secret),
-                api_url=settings.telegram_api_url, ingest=router.ingest, pacer=pacer)
+                api_url=settings.telegram_api_url, ingest=router.ingest, interact=interact,
+                pacer=pacer)
             self.channels["telegram"] = self.telegram
 
     def _start_telegram_leadership(self) -> None:

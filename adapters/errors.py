@@ -1,0 +1,35 @@
+"""Errors of the channels and of the gateway service around them.
+
+They live here, in the lower of the two packages, because both raise them: adapters fail
+to deliver, the gateway stops. The tree continues agent_core's (one root, three families)::
+
+    HermesError                      (agent_core.errors)
+    ├── ConfigError                  a setting or usage mistake: fail fast, say what to change
+    ├── RuntimeFailure
+    │   └── DeliveryError            a reply could not be sent (retryable, retry_after)
+    └── Signal                       not an error: control flow
+        └── GatewayStopping          the gateway has begun to stop (/readyz answers 503)
+
+A request the gateway refuses is not an exception here: the router answers with a
+``Routed`` status, and the HTTP layer turns client mistakes into 4xx answers itself.
+"""
+
+from __future__ import annotations
+
+from agent_core.errors import RuntimeFailure, Signal
+
+
+class DeliveryError(RuntimeFailure):
+    """Sending failed. ``retryable`` outages are retried with backoff; others are not."""
+
+    user_message = "I could not deliver my answer."
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class GatewayStopping(Signal):
+    """The gateway has begun to stop: it takes no more work (what /readyz reports then)."""
