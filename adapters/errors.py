@@ -16,7 +16,7 @@ A request the gateway refuses is not an exception here: the router answers with 
 
 from __future__ import annotations
 
-from agent_core.errors import RuntimeFailure, Signal
+from agent_core import RuntimeFailure, Signal
 
 
 class DeliveryError(RuntimeFailure):

@@ -9,6 +9,7 @@ from .errors import (
     HermesError,
     ModelError,
     RuntimeFailure,
+    Signal,
     StoreUnavailableError,
     ToolError,
 )
@@ -27,7 +28,16 @@ from .task import (
     TaskState,
     TaskStatus,
 )
-from .tools import Tool, ToolContext, ToolExecutor, ToolRegistry, ToolResult, tool
+from .tools import (
+    Sandbox,
+    Services,
+    Tool,
+    ToolContext,
+    ToolExecutor,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
 
 __all__ = [
     "DECISION_TYPES",
@@ -49,7 +59,10 @@ __all__ = [
     "Message",
     "ModelError",
     "RuntimeFailure",
+    "Sandbox",
+    "Services",
     "Settings",
+    "Signal",
     "StoreUnavailableError",
     "TaskControl",
     "TaskLoop",

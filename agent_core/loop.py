@@ -57,7 +57,7 @@ from .task import (
     TaskState,
     TaskStatus,
 )
-from .tools.context import ToolContext
+from .tools.context import Services, ToolContext
 from .tools.executor import ToolExecutor, ToolResult
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class TaskLoop:
         counter: TokenCounter | None = None,
         compressor: Compressor | None = None,
         extra_tool_specs: Sequence[dict[str, Any]] = (),
-        services: dict[str, Any] | None = None,
+        services: Services | None = None,
     ) -> None:
         self.model = model
         self.executor = executor
@@ -175,8 +175,8 @@ class TaskLoop:
         # worth keeping (~0.1 ms of tokenizing per model call otherwise).
         self._system_tokens = functools.lru_cache(maxsize=256)(self.counter.count)
         self.compressor = compressor
-        #: Live objects tools may use through ``ctx.services`` (e.g. the scheduler).
-        self.services: dict[str, Any] = services if services is not None else {}
+        #: Live services tools may use through ``ctx.services`` (e.g. the scheduler).
+        self.services = services or Services()
         self.native_tools = bool(getattr(model, "native_tools", True))
         from ._toolformats import ASK_USER_SPEC
 
@@ -569,8 +569,8 @@ class TaskLoop:
             trace_id=state.trace_id, created_at=state.created_at, role=state.role,
             permissions=frozenset(state.permissions),
             workdir=Path(state.workdir) if state.workdir else None, task_id=state.task_id,
-            extra=state.extra, memory=BoundMemory(self.store, state.conversation_id),
-            services=self.services)
+            extra=state.extra, data_dir=Path(state.data_dir) if state.data_dir else None,
+            memory=BoundMemory(self.store, state.conversation_id), services=self.services)
 
     # --- persistence -------------------------------------------------------------------
     async def _append(self, run: _Run, messages: list[Message], *,

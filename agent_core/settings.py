@@ -296,7 +296,6 @@ class Settings(BaseSettings):
     def tool_extra(self) -> dict[str, Any]:
         """Deployment limits every tool call carries in ctx.extra."""
         return {
-            "data_dir": str(self.hermes_data_dir),
             "sandbox": {"max_file_bytes": self.hermes_sandbox_max_file_bytes,
                         "max_total_bytes": self.hermes_sandbox_max_bytes},
             "fetch": {"allow_hosts": self.hermes_fetch_allow_hosts,

@@ -68,6 +68,8 @@ class TaskRequest:
     task_id: str = field(default_factory=new_id)
     trace_id: str = field(default_factory=new_id)
     workdir: Path | None = None
+    #: The deployment's data directory, for tools (``ToolContext.data_dir``).
+    data_dir: Path | None = None
     #: Seconds for the whole task; None uses AGENT_TASK_TIMEOUT.
     deadline: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -106,6 +108,7 @@ class TaskState(BaseModel):
     permissions: list[str]
     instruction: str
     workdir: str | None = None
+    data_dir: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     status: TaskStatus = "running"
     round: int = 0
@@ -136,6 +139,7 @@ class TaskState(BaseModel):
             role=request.role, permissions=sorted(request.permissions),
             instruction=request.text,
             workdir=str(request.workdir) if request.workdir else None,
+            data_dir=str(request.data_dir) if request.data_dir else None,
             extra=dict(request.extra), deadline_at=deadline_at,
         )
 

@@ -17,12 +17,11 @@ from rich.console import Console
 
 from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
 from agent_core.log import configure_logging
-from agent_core.models import OpenAICompatModel
-from agent_core.models._http import ModelHTTP
+from agent_core.models import build_adapter
 from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
-from agent_core.settings import missing_model_message
+from agent_core.settings import ModelSpec, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
 from agent_core.store.keys import check_conversation_id
@@ -189,8 +188,8 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     runtime.bus.subscribe(reporter)
     try:
         result = await runtime.loop.run(TaskRequest(
-            text=text, conversation_id=conversation, extra={
-                "data_dir": str(settings.hermes_data_dir)}))
+            text=text, conversation_id=conversation, data_dir=settings.hermes_data_dir,
+            extra=settings.tool_extra()))
     finally:
         await runtime.aclose()
         if opened is not None and opened.embedded is not None:
@@ -231,13 +230,13 @@ async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
     server = ReplayModelServer(Reply.from_dict(t) for t in session["turns"])
     await server.start()
     try:
-        http = ModelHTTP(provider="replay", base_url=server.openai_url, headers={},
-                         timeout=30, max_retries=0)
-        demo_settings = settings.model_copy(update={"hermes_tools": ["tools.sales"],
-                                                    "agent_replan_every": 0})
+        demo_settings = settings.model_copy(update={
+            "hermes_tools": ["tools.sales"], "agent_replan_every": 0, "llm_timeout": 30.0,
+            "llm_max_retries": 0, "llm_native_tools": True})
+        model = build_adapter(ModelSpec(provider="openai", model_name="recorded",
+                                        base_url=server.openai_url), demo_settings)
         code = await _run_task(demo_settings, session["task"], "demo", json_out=json_out,
-                               verbose=verbose, persistent=False,
-                               model=OpenAICompatModel(http, "recorded"))
+                               verbose=verbose, persistent=False, model=model)
     finally:
         await server.stop()
     console.print(f"\nThe report was appended under {settings.hermes_data_dir / 'reports'}. "

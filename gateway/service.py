@@ -23,6 +23,7 @@ from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.store.factory import OpenStore, open_store
 from agent_core.store.multiplex import MultiplexedRedis
+from agent_core.tools import Services
 
 from .access import AccessPolicy
 from .approvals import ApprovalService
@@ -100,7 +101,7 @@ class Gateway:
         deliverer = Deliverer(self.channels, store.redis, settings.redis_prefix,
                               counted=self.metrics.delivered)
         self.scheduler = Scheduler(store.redis, queue, settings)
-        runtime.loop.services["scheduler"] = self.scheduler
+        runtime.loop.services = Services(scheduler=self.scheduler)
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
                             settings=settings, scheduler=self.scheduler)
         self.router = router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),

@@ -332,6 +332,7 @@ class WorkerPool:
             text=msg.text, conversation_id=msg.conversation_id, user_id=identity, role=role,
             permissions=self.settings.permissions_of(role), task_id=item.task_id,
             trace_id=item.task_id, workdir=self._workdir(msg, item.task_id),
+            data_dir=self.settings.hermes_data_dir,
             extra={**self.settings.tool_extra(), "channel": msg.channel,
                    "reply_target": msg.reply_target, **extra},
             control=control)

@@ -9,34 +9,23 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from agent_core import ToolContext, ToolError, tool
-from agent_core.tools.sandbox import (
-    SandboxLimits,
-    open_for_read,
-    open_for_write,
-    resolve,
-    usage,
-)
+from agent_core import Sandbox, ToolContext, ToolError, tool
 
 _READ_LIMIT = 100_000
 
 
-def _workdir(ctx: ToolContext | None) -> Path:
-    if ctx is None or ctx.workdir is None:
+def _sandbox(ctx: ToolContext | None) -> Sandbox:
+    sandbox = ctx.sandbox if ctx is not None else None
+    if sandbox is None:
         raise ToolError("this task has no sandbox directory")
-    ctx.workdir.mkdir(parents=True, exist_ok=True)
-    return ctx.workdir
-
-
-def _limits(ctx: ToolContext | None) -> SandboxLimits:
-    raw = (ctx.extra.get("sandbox") if ctx is not None else None) or {}
-    return SandboxLimits(**raw) if isinstance(raw, dict) else SandboxLimits()
+    sandbox.root()
+    return sandbox
 
 
 def _write(ctx: ToolContext | None, path: str, content: str, *, append: bool) -> dict[str, Any]:
-    root = _workdir(ctx)
-    target = resolve(root, path)
-    limits = _limits(ctx)
+    sandbox = _sandbox(ctx)
+    target = sandbox.resolve(path)
+    limits = sandbox.limits
     data = content.encode("utf-8")
     existing = target.lstat().st_size if target.exists() and not target.is_symlink() else 0
     new_size = existing + len(data) if append else len(data)
@@ -44,15 +33,14 @@ def _write(ctx: ToolContext | None, path: str, content: str, *, append: bool) ->
         raise ToolError(f"the file would be {new_size} bytes; the limit is "
                         f"{limits.max_file_bytes}")
     growth = new_size - existing
-    if usage(root) + growth > limits.max_total_bytes:
+    if sandbox.usage() + growth > limits.max_total_bytes:
         raise ToolError(f"the sandbox would exceed its {limits.max_total_bytes}-byte quota")
     target.parent.mkdir(parents=True, exist_ok=True)
     # Re-check after creating directories: a symlinked parent must not lead outside.
-    target = resolve(root, path)
-    fd = open_for_write(target, append=append)
-    with os.fdopen(fd, "wb") as handle:
+    target = sandbox.resolve(path)
+    with sandbox.open_write(target, append=append) as handle:
         handle.write(data)
-    return {"path": str(target.relative_to(root.resolve())), "bytes": new_size}
+    return {"path": sandbox.relative(target), "bytes": new_size}
 
 
 @tool
@@ -62,14 +50,13 @@ def read_file(path: str, ctx: ToolContext | None = None) -> dict[str, Any]:
     Args:
         path: Path relative to the sandbox, e.g. notes/today.md.
     """
-    root = _workdir(ctx)
-    target = resolve(root, path)
+    sandbox = _sandbox(ctx)
+    target = sandbox.resolve(path)
     if not target.exists():
         raise ToolError(f"no file {path!r} in the sandbox")
     if not target.is_file() or target.is_symlink():
         raise ToolError(f"{path!r} is not a regular file")
-    fd = open_for_read(target)
-    with os.fdopen(fd, "rb") as handle:
+    with sandbox.open_read(target) as handle:
         data = handle.read(_READ_LIMIT + 1)
     text = data[:_READ_LIMIT].decode("utf-8", errors="replace")
     return {"path": path, "content": text, "truncated": len(data) > _READ_LIMIT}
@@ -107,8 +94,9 @@ def list_files(path: str = ".",
         path: Folder relative to the sandbox.
         limit: Most entries to return.
     """
-    root = _workdir(ctx)
-    base = root.resolve() if path in (".", "") else resolve(root, path)
+    sandbox = _sandbox(ctx)
+    root = sandbox.workdir
+    base = root.resolve() if path in (".", "") else sandbox.resolve(path)
     if not base.is_dir():
         raise ToolError(f"{path!r} is not a folder in the sandbox")
     entries = []
@@ -118,7 +106,7 @@ def list_files(path: str = ".",
             full = Path(dirpath) / name
             info = full.lstat()
             kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
-            entries.append({"path": str(full.relative_to(root.resolve())), "bytes": info.st_size,
+            entries.append({"path": sandbox.relative(full), "bytes": info.st_size,
                             "kind": kind})
             if len(entries) >= limit:
                 return {"entries": entries, "truncated": True}

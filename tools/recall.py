@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from agent_core import ToolContext, ToolError, tool
-from agent_core.store.search import query_terms
-
-_SNIPPET = 320
 
 
 @tool
@@ -35,21 +31,6 @@ async def recall(query: str, limit: Annotated[int, Field(ge=1, le=20)] = 5,
             "when": dt.datetime.fromtimestamp(h.ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "round": h.round,
             "from": h.role,
-            "snippet": snippet(h.content, query),
+            "snippet": h.excerpt(query),
         } for h in hits],
     }
-
-
-def snippet(text: str, query: str, size: int = _SNIPPET) -> str:
-    """The part of ``text`` around the first query term, about ``size`` characters."""
-    flat = " ".join(text.split())
-    if len(flat) <= size:
-        return flat
-    lowered = flat.lower()
-    positions = [lowered.find(t) for t in query_terms(query)]
-    found = [p for p in positions if p >= 0]
-    centre = min(found) if found else 0
-    start = max(0, min(centre - size // 3, len(flat) - size))
-    piece = flat[start:start + size]
-    piece = re.sub(r"^\S*\s", "", piece) if start else piece
-    return ("…" if start else "") + piece + ("…" if start + size < len(flat) else "")

@@ -27,10 +27,10 @@ _init_lock = threading.Lock()
 
 
 def data_dir(ctx: ToolContext | None) -> Path:
-    """The deployment's data directory (ctx.extra["data_dir"], else HERMES_DATA_DIR)."""
-    if ctx is not None and ctx.extra.get("data_dir"):
-        return Path(str(ctx.extra["data_dir"]))
-    return Path(os.environ.get("HERMES_DATA_DIR", "data"))
+    """The deployment's data directory (``ctx.data_dir``)."""
+    if ctx is None or ctx.data_dir is None:
+        raise ToolError("this deployment has no data directory for the sales data")
+    return ctx.data_dir
 
 
 def database(ctx: ToolContext | None) -> Path:

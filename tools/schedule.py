@@ -26,12 +26,13 @@ async def schedule_report(prompt: str, *, cron: str | None = None,
         timezone: IANA timezone of the times, e.g. Europe/Berlin (default: the gateway's).
         name: A short name for listings.
     """
-    if ctx is None or "scheduler" not in ctx.services:
+    scheduler = ctx.services.scheduler if ctx is not None else None
+    if ctx is None or scheduler is None:
         raise ToolError("scheduling is not available here")
     trigger = {"cron": cron, "every": every_minutes * 60 if every_minutes else None,
                "at": at.isoformat() if at else None, "timezone": timezone}
     try:
-        job = await ctx.services["scheduler"].create(
+        job = await scheduler.create(
             name=name, prompt=prompt, trigger=trigger,
             channel=str(ctx.extra.get("channel", "api")),
             reply_target=dict(ctx.extra.get("reply_target") or {}), run_as=ctx.user_id)

@@ -8,11 +8,13 @@ one-shot runs and the runtime benchmark).
 from __future__ import annotations
 
 import abc
+import re
 import time
 from dataclasses import dataclass, field
 
 from ..messages import Message
 from ..task import TaskState
+from .search import query_terms
 
 
 @dataclass(slots=True)
@@ -49,6 +51,21 @@ class ArchiveHit:
     ts: float
     round: int
     score: float
+
+    def excerpt(self, query: str, size: int = 320) -> str:
+        """The part of the message around the first query term, about ``size``
+        characters (all of it when shorter)."""
+        flat = " ".join(self.content.split())
+        if len(flat) <= size:
+            return flat
+        lowered = flat.lower()
+        positions = [lowered.find(t) for t in query_terms(query)]
+        found = [p for p in positions if p >= 0]
+        centre = min(found) if found else 0
+        start = max(0, min(centre - size // 3, len(flat) - size))
+        piece = flat[start:start + size]
+        piece = re.sub(r"^\S*\s", "", piece) if start else piece
+        return ("…" if start else "") + piece + ("…" if start + size < len(flat) else "")
 
 
 @dataclass(slots=True)

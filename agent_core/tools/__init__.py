@@ -2,7 +2,7 @@
 
 from ._schema import ArgumentError
 from .approval import ApprovalGate, ApprovalRules, AuditSink, AuditTrail
-from .context import ToolContext
+from .context import ConversationMemory, Scheduling, Services, ToolContext
 from .executor import (
     CircuitBreakerPolicy,
     Invocation,
@@ -18,6 +18,7 @@ from .executor import (
 )
 from .policies import BreakerBoard, CircuitBreaker, TaskFailures
 from .registry import Tool, ToolRegistry, tool
+from .sandbox import Sandbox, SandboxLimits
 
 __all__ = [
     "ApprovalGate",
@@ -28,8 +29,13 @@ __all__ = [
     "BreakerBoard",
     "CircuitBreaker",
     "CircuitBreakerPolicy",
+    "ConversationMemory",
     "Invocation",
     "RetryPolicy",
+    "Sandbox",
+    "SandboxLimits",
+    "Scheduling",
+    "Services",
     "TaskFailures",
     "TimeoutPolicy",
     "Tool",

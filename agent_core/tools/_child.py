@@ -26,7 +26,9 @@ def main() -> int:
         ctx = None
         if raw is not None:
             ctx = ToolContext(**{**raw, "permissions": frozenset(raw["permissions"]),
-                                 "workdir": Path(raw["workdir"]) if raw["workdir"] else None})
+                                 "workdir": Path(raw["workdir"]) if raw["workdir"] else None,
+                                 "data_dir": Path(raw["data_dir"]) if raw["data_dir"]
+                                 else None})
         kwargs = tool.bind(tool.validate(request["arguments"]), ctx)
         output: Any = tool.fn(**kwargs)
     except ToolError as exc:

@@ -1,4 +1,9 @@
-"""ToolContext: who is asking and where, passed to every tool that declares it."""
+"""ToolContext: who is asking and where, passed to every tool that declares it.
+
+It is all a tool knows: the caller, the task's sandbox, the deployment's data directory,
+the conversation's own memory and the live services a deployment offers, each behind a
+small Protocol so that tools never import the store, the gateway or the hub.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,57 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .sandbox import Sandbox, SandboxLimits
+
 ALL_PERMISSIONS = "*"
+
+
+class RecalledMessage(Protocol):
+    """One archived message recall found."""
+
+    role: str
+    content: str
+    ts: float
+    round: int
+
+    def excerpt(self, query: str, size: int = 320) -> str:
+        """The part of the message around the first query term."""
+        ...
 
 
 class ConversationMemory(Protocol):
     """The caller's own conversation memory: it can only ever search that conversation."""
 
     async def recall(self, query: str, limit: int) -> list[Any]:
-        """Archived messages matching ``query``, best first."""
+        """Archived messages (``RecalledMessage``) matching ``query``, best first."""
         ...
+
+
+class ScheduledJob(Protocol):
+    """A job the scheduler created."""
+
+    id: str
+    name: str
+    next_run_at: float | None
+
+
+class Scheduling(Protocol):
+    """The deployment's scheduler, as a tool may use it."""
+
+    async def create(self, *, prompt: str, trigger: dict[str, Any], channel: str,
+                     reply_target: dict[str, Any], run_as: str,
+                     name: str = "scheduled report") -> Any:
+        """A new job (a ``ScheduledJob``) posting its answers where the task's message came
+        from; raises ValueError naming what is wrong."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Live services of the deployment a tool may use; never persisted. Each is None
+    where the deployment does not offer it."""
+
+    scheduler: Scheduling | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +80,13 @@ class ToolContext:
     workdir: Path | None = None
     task_id: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: The deployment's data directory (shared files: reports, sample data); None outside
+    #: a deployment.
+    data_dir: Path | None = None
     #: Search of this conversation's archive (the recall tool uses it); None outside a task.
     memory: ConversationMemory | None = None
-    #: Live services of the deployment (e.g. "scheduler"); never persisted.
-    services: Mapping[str, Any] = field(default_factory=dict)
+    #: Live services of the deployment (e.g. the scheduler); never persisted.
+    services: Services = field(default_factory=Services)
 
     def allows(self, permission: str | None) -> bool:
         """Whether this caller holds ``permission`` (None means no permission is needed)."""
@@ -45,3 +95,12 @@ class ToolContext:
             or ALL_PERMISSIONS in self.permissions
             or permission in self.permissions
         )
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The task's sandbox (its directory and the deployment's quotas), or None."""
+        if self.workdir is None:
+            return None
+        raw = self.extra.get("sandbox") or {}
+        return Sandbox(self.workdir, SandboxLimits(**raw) if isinstance(raw, Mapping)
+                       else SandboxLimits())

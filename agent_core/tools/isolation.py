@@ -42,6 +42,7 @@ def context_payload(ctx: ToolContext | None) -> dict[str, Any] | None:
             "trace_id": ctx.trace_id, "created_at": ctx.created_at, "role": ctx.role,
             "permissions": sorted(ctx.permissions),
             "workdir": str(ctx.workdir) if ctx.workdir else None, "task_id": ctx.task_id,
+            "data_dir": str(ctx.data_dir) if ctx.data_dir else None,
             "extra": to_jsonable_python(dict(ctx.extra), fallback=str)}
 
 

@@ -14,6 +14,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import ToolError
 
@@ -26,6 +27,39 @@ class SandboxLimits:
 
     max_file_bytes: int = 1024 * 1024
     max_total_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """One task's directory and its quotas: what the file tools (``ctx.sandbox``) use."""
+
+    workdir: Path
+    limits: SandboxLimits = SandboxLimits()
+
+    def root(self) -> Path:
+        """The directory, created if it does not exist yet."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        return self.workdir
+
+    def resolve(self, user_path: str) -> Path:
+        """The absolute path of ``user_path`` inside the sandbox, or ToolError."""
+        return resolve(self.workdir, user_path)
+
+    def relative(self, path: Path) -> str:
+        """``path`` (inside the sandbox) as the model should name it."""
+        return str(path.relative_to(self.workdir.resolve()))
+
+    def usage(self) -> int:
+        """Bytes used by the sandbox's regular files."""
+        return usage(self.workdir)
+
+    def open_read(self, path: Path) -> BinaryIO:
+        """``path`` opened for reading, refusing a symlink swapped in after the check."""
+        return os.fdopen(open_for_read(path), "rb")
+
+    def open_write(self, path: Path, *, append: bool) -> BinaryIO:
+        """``path`` opened for writing, refusing a symlink swapped in after the check."""
+        return os.fdopen(open_for_write(path, append=append), "wb")
 
 
 def resolve(workdir: Path, user_path: str) -> Path:

@@ -80,7 +80,7 @@ async def test_sales_demo_end_to_end(provider: str, stream: bool, make_loop: Any
     loop, rec = make_loop([query_sales_data, calc_growth_rate, save_daily_report],
                           provider=provider, stream=stream)
     result = await loop.run(request("Compare this week's sales with last week's",
-                                    extra={"data_dir": str(data_dir)}))
+                                    data_dir=data_dir))
 
     assert result.outcome == "answered"
     assert result.text == "Sales grew 16.89% this week."
