@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
@@ -35,7 +35,6 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
-from .tools.context import ALL_PERMISSIONS
 
 Provider = Literal["openai", "anthropic", "ollama"]
 
@@ -71,18 +70,10 @@ class ModelSpec(BaseModel):
         return (self.base_url or DEFAULT_BASE_URLS[self.provider]).rstrip("/")
 
 
-class ApproverRule(BaseModel):
-    """Who may decide an approval of one tool."""
-
-    requester: bool = True
-    roles: list[str] = Field(default_factory=lambda: ["admin"])
-    groups: list[str] = Field(default_factory=list)
-    #: False: the person who asked may not approve their own request (they may reject it).
-    self_approval: bool = True
-
-
 class Settings(BaseSettings):
-    """Every setting of hermes-gateway. Names are the environment variable names."""
+    """The agent runtime's settings: model, agent loop, tools, store, context window,
+    logging. Names are the environment variable names. The gateway (``GatewaySettings``)
+    and the hub add their own sections in subclasses."""
 
     model_config = SettingsConfigDict(
         env_file=".env",
@@ -126,6 +117,7 @@ class Settings(BaseSettings):
     tool_breaker_failures: int = Field(5, ge=1)
     tool_breaker_window: float = Field(60.0, gt=0)
     tool_breaker_cooldown: float = Field(30.0, gt=0)
+    hermes_writes_need_approval: bool = True
 
     # --- storage -----------------------------------------------------------------------
     hermes_data_dir: Path = Field(Path("data"), description="state, sandboxes and reports")
@@ -145,73 +137,12 @@ class Settings(BaseSettings):
     recall_embeddings: ModelSpec | None = Field(
         None, description="an OpenAI-compatible /embeddings model for recall (optional)")
 
-    # --- gateway service ---------------------------------------------------------------
-    hermes_host: str = "127.0.0.1"
-    hermes_port: int = Field(8080, ge=1, le=65535)
-    hermes_public_url: str | None = Field(
-        None, description="how users and platforms reach this gateway, for links/webhooks")
-    hermes_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
-        default_factory=list, description="bearer tokens for the HTTP API (JSON list)")
-    hermes_workers: int = Field(32, ge=1, le=1000, description="concurrent tasks per process")
-    hermes_processes: int = Field(
-        1, ge=1, le=64, description="serving processes sharing the port (one per core)")
-    hermes_event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
-        "auto", description="serve's event loop; auto: uvloop when it is installed")
-    hermes_lease_seconds: float = Field(30.0, ge=2)
-    hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
-    hermes_shutdown_grace: float = Field(
-        20.0, ge=0, description="seconds running tasks get to finish when the gateway stops")
-    hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
-    hermes_webhook_secrets: dict[str, SecretStr] = Field(
-        default_factory=dict, description="signed webhook sources: {source: secret}")
-    hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="hosts webhook answers may be POSTed to; [] = any")
-
-    # --- access policy -----------------------------------------------------------------
-    hermes_allow_dms: bool = True
-    hermes_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    hermes_allowed_spaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    hermes_allowed_rooms: Annotated[list[str], NoDecode] = Field(default_factory=list)
-
-    # --- roles, approvals, audit --------------------------------------------------------
-    hermes_roles: dict[str, list[str]] = Field(
-        default_factory=lambda: {"admin": ["api:*", "webchat:*"]},
-        description="role -> identity patterns (channel:user, * wildcards)")
-    hermes_default_role: str = "user"
-    hermes_role_permissions: dict[str, list[str]] = Field(
-        default_factory=lambda: {"viewer": ["read"], "user": ["read", "write"],
-                                 "admin": ["*"]})
-    hermes_groups: dict[str, list[str]] = Field(default_factory=dict)
-    hermes_approvers: dict[str, ApproverRule] = Field(
-        default_factory=dict, description="tool name (or *) -> who may approve")
-    hermes_writes_need_approval: bool = True
-    hermes_approval_ttl: float = Field(900.0, gt=0)
-    hermes_audit_file: Path | None = None
-
-    # --- scheduler -----------------------------------------------------------------------
-    hermes_timezone: str = Field("UTC", description="default timezone of schedules")
-    hermes_schedule_grace: float = Field(3600.0, ge=0, description="misfire grace seconds")
-    hermes_schedules_file: Path | None = None
-
     # --- sandboxes and guarded tools --------------------------------------------------
     hermes_sandbox_max_file_bytes: int = Field(1024 * 1024, ge=1)
     hermes_sandbox_max_bytes: int = Field(10 * 1024 * 1024, ge=1)
     hermes_fetch_allow_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     hermes_fetch_max_bytes: int = Field(1_000_000, ge=1)
     hermes_fetch_timeout: float = Field(10.0, gt=0)
-
-    # --- Slack -------------------------------------------------------------------------
-    slack_bot_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_api_url: str = "https://slack.com/api/"
-    slack_progress: Literal["message", "reaction", "off"] = "message"
-
-    # --- Telegram ----------------------------------------------------------------------
-    telegram_bot_token: SecretStr | None = None
-    telegram_webhook_secret: SecretStr | None = None
-    telegram_api_url: str = "https://api.telegram.org"
-    telegram_mode: Literal["auto", "webhook", "polling"] = "auto"
 
     # --- logging -----------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -226,36 +157,10 @@ class Settings(BaseSettings):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
 
-    @field_validator("hermes_api_keys", "hermes_allowed_users", "hermes_allowed_spaces",
-                     "hermes_allowed_rooms", "hermes_webhook_callback_hosts", "hermes_tools",
-                     "hermes_fetch_allow_hosts", mode="before")
+    @field_validator("hermes_tools", "hermes_fetch_allow_hosts", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
-        # Accept "a,b" as well as the JSON list '["a", "b"]'.
-        if isinstance(value, str):
-            if value.strip().startswith("["):
-                try:
-                    return json.loads(value)
-                except ValueError as exc:
-                    raise ValueError(f"not a JSON list: {exc}") from None
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
-
-    @field_validator("hermes_timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError("must be an IANA timezone such as Europe/Berlin") from None
-        return value
-
-    @field_validator("slack_api_url")
-    @classmethod
-    def _slash(cls, value: str) -> str:
-        return value if value.endswith("/") else value + "/"
+        return comma_list(value)
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -274,25 +179,6 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, dotenv_settings, _YamlSource(settings_cls))
 
     # --- derived -----------------------------------------------------------------------
-    def role_of(self, identity: str) -> str:
-        """The role of ``channel:user`` (the first role with a matching pattern)."""
-        from fnmatch import fnmatchcase
-
-        for role, patterns in self.hermes_roles.items():
-            if any(fnmatchcase(identity, p) for p in patterns):
-                return role
-        return self.hermes_default_role
-
-    def permissions_of(self, role: str) -> frozenset[str]:
-        """The permissions a role grants (none for an unknown role)."""
-        return frozenset(self.hermes_role_permissions.get(role, ()))
-
-    def allows(self, identity: str, permission: str) -> bool:
-        """Whether ``channel:user`` holds ``permission`` through their role (the same rule
-        as ``ToolContext.allows``: "*" holds every permission)."""
-        granted = self.permissions_of(self.role_of(identity))
-        return ALL_PERMISSIONS in granted or permission in granted
-
     def tool_extra(self) -> dict[str, Any]:
         """Deployment limits every tool call carries in ctx.extra."""
         return {
@@ -302,17 +188,6 @@ class Settings(BaseSettings):
                       "max_bytes": self.hermes_fetch_max_bytes,
                       "timeout": self.hermes_fetch_timeout},
         }
-
-    @property
-    def slack_enabled(self) -> bool:
-        """Slack needs a bot token plus a signing secret (HTTP) or an app token (sockets)."""
-        return self.slack_bot_token is not None and (
-            self.slack_signing_secret is not None or self.slack_app_token is not None)
-
-    @property
-    def telegram_enabled(self) -> bool:
-        """Telegram needs a bot token."""
-        return self.telegram_bot_token is not None
 
     @property
     def model_configured(self) -> bool:
@@ -409,10 +284,27 @@ def _flatten_yaml(path: Path) -> dict[str, Any]:
     return flat
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Load settings, turning validation errors into one ConfigError naming each variable."""
+def comma_list(value: Any) -> Any:
+    """A list setting given as "a,b" or as the JSON list '["a", "b"]'."""
+    if isinstance(value, str):
+        if value.strip().startswith("["):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not a JSON list: {exc}") from None
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+S = TypeVar("S", bound="Settings")
+
+
+def load_settings(cls: type[S] | None = None, **overrides: Any) -> S:
+    """Load settings (``cls``: a section-extended subclass, such as the gateway's),
+    turning validation errors into one ConfigError naming each variable."""
+    settings_cls: Any = cls or Settings
     try:
-        return Settings(**overrides)
+        return settings_cls(**overrides)  # type: ignore[no-any-return]
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
     except SettingsError as exc:

@@ -1,12 +1,16 @@
-"""AccessPolicy: who may talk to the bot, where, and when it should answer at all."""
+"""Who may do what: the access policy (who may talk to the bot, where, and when it should
+answer at all) and the roles (what a ``channel:user`` identity may do)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from adapters.base import InboundMessage
-from agent_core import Settings
+from agent_core.tools.context import ALL_PERMISSIONS
+
+from .settings import GatewaySettings
 
 Verdict = Literal["allow", "refuse", "ignore"]
 
@@ -36,7 +40,7 @@ class AccessPolicy:
         self.allow_dms = allow_dms
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AccessPolicy:
+    def from_settings(cls, settings: GatewaySettings) -> AccessPolicy:
         """The policy the settings describe."""
         return cls(users=settings.hermes_allowed_users, spaces=settings.hermes_allowed_spaces,
                    rooms=settings.hermes_allowed_rooms, allow_dms=settings.hermes_allow_dms)
@@ -56,3 +60,37 @@ class AccessPolicy:
         if self.users and f"{msg.channel}:{msg.user_id}" not in self.users:
             return Decision("refuse", f"user {msg.user_id!r} is not on the allowlist")
         return Decision("allow", "allowed")
+
+
+class Roles:
+    """Roles of identities (``channel:user``, matched against HERMES_ROLES patterns, the
+    first role that matches wins) and the permissions each grants."""
+
+    def __init__(self, *, roles: dict[str, list[str]], default: str,
+                 permissions: dict[str, list[str]]) -> None:
+        self.roles = roles
+        self.default = default
+        self.permissions = permissions
+
+    @classmethod
+    def from_settings(cls, settings: GatewaySettings) -> Roles:
+        """The roles the settings describe."""
+        return cls(roles=settings.hermes_roles, default=settings.hermes_default_role,
+                   permissions=settings.hermes_role_permissions)
+
+    def role_of(self, identity: str) -> str:
+        """The role of ``channel:user`` (the first role with a matching pattern)."""
+        for role, patterns in self.roles.items():
+            if any(fnmatchcase(identity, p) for p in patterns):
+                return role
+        return self.default
+
+    def permissions_of(self, role: str) -> frozenset[str]:
+        """The permissions a role grants (none for an unknown role)."""
+        return frozenset(self.permissions.get(role, ()))
+
+    def allows(self, identity: str, permission: str) -> bool:
+        """Whether ``channel:user`` holds ``permission`` through their role (the same rule
+        as ``ToolContext.allows``: "*" holds every permission)."""
+        granted = self.permissions_of(self.role_of(identity))
+        return ALL_PERMISSIONS in granted or permission in granted

@@ -336,7 +336,7 @@ async def audit_log(request: web.Request) -> web.Response:
     """The audit log, newest first (admins only)."""
     gateway = request.app[GATEWAY]
     caller = _caller(request)
-    if gateway.settings.role_of(caller) != "admin":
+    if gateway.roles.role_of(caller) != "admin":
         raise _bad(403, f"{caller} is not an admin")
     q = request.query
     try:
@@ -385,7 +385,7 @@ async def webhook_approval(request: web.Request) -> web.Response:
 def _scheduler(request: web.Request) -> Scheduler:
     gateway = request.app[GATEWAY]
     caller = _caller(request)
-    if not gateway.settings.allows(caller, "schedule"):
+    if not gateway.roles.allows(caller, "schedule"):
         raise _bad(403, f"{caller} lacks the 'schedule' permission")
     assert gateway.scheduler is not None
     return gateway.scheduler

@@ -11,13 +11,13 @@ from importlib import resources
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from agent_core import Settings
 from agent_core.errors import StoreUnavailableError
 from agent_core.models import ModelAdapter
 
 from . import api
 from .api import GATEWAY
 from .service import Gateway
+from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_BODY = 1024 * 1024
 
 
-def create_app(settings: Settings, *, model: ModelAdapter | None = None) -> web.Application:
+def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) -> web.Application:
     """The whole service as one aiohttp application (the gateway starts with it)."""
     gateway = Gateway(settings, model=model)
     app = web.Application(middlewares=[gateway.metrics.middleware(), errors, auth(settings)],
@@ -97,7 +97,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"error": "internal error"}, status=500)
 
 
-def auth(settings: Settings) -> Middleware:
+def auth(settings: GatewaySettings) -> Middleware:
     """Bearer tokens for /agent/* and /metrics; with none configured, loopback callers
     only."""
     keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]

@@ -21,12 +21,13 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from adapters.base import Channel, InboundMessage, OutboundMessage
-from agent_core import Settings, TaskResult
-from agent_core.settings import ApproverRule
+from agent_core import TaskResult
 from agent_core.store import Keys, as_text, store_boundary
 
+from .access import Roles
 from .audit import AuditLog
 from .router import Router
+from .settings import ApproverRule, GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +65,14 @@ class Decision:
 class ApprovalService:
     """Opens approvals, decides them exactly once, expires them, updates their messages."""
 
-    def __init__(self, redis: Redis, *, settings: Settings, channels: dict[str, Channel],
+    def __init__(self, redis: Redis, *, settings: GatewaySettings, channels: dict[str, Channel],
                  router: Router, audit: AuditLog) -> None:
         self.redis = redis
         self.settings = settings
         self.channels = channels
         self.router = router
         self.audit = audit
+        self.roles = Roles.from_settings(settings)
         self.keys = Keys(settings.redis_prefix).approvals
         self._decide = redis.register_script(_DECIDE)
 
@@ -171,7 +173,7 @@ class ApprovalService:
             return False
         if rule.requester and is_requester:
             return True
-        if self.settings.role_of(actor) in rule.roles:
+        if self.roles.role_of(actor) in rule.roles:
             return True
         groups = self.settings.hermes_groups
         return any(fnmatchcase(actor, pattern) for name in rule.groups

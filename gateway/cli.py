@@ -21,12 +21,13 @@ from agent_core.models import build_adapter
 from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
+from agent_core.runtime import build_registry, build_runtime
 from agent_core.settings import ModelSpec, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
 from agent_core.store.keys import check_conversation_id
 
-from .runtime import build_registry, build_runtime
+from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        settings = load_settings()
+        settings = load_settings(GatewaySettings)
         register_secrets(settings.secret_values())
         configure_logging("DEBUG" if args.debug else settings.log_level,
                           json_lines=settings.log_json)
@@ -89,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
     from aiohttp import web
 
     from .app import create_app, is_loopback
@@ -170,7 +171,7 @@ async def _settle_heap(_: object) -> None:
     gc.freeze()
 
 
-def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+def _cmd_run(args: argparse.Namespace, settings: GatewaySettings) -> int:
     if not settings.model_configured:
         raise ConfigError(missing_model_message())
     check_conversation_id(args.conversation)
@@ -197,7 +198,7 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     return 0 if result.outcome in ("answered", "asked_user") else 1
 
 
-def _cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
+def _cmd_tools(args: argparse.Namespace, settings: GatewaySettings) -> int:
     registry = build_registry(settings)
     if args.json:
         print(json.dumps(registry.specs(), indent=2, ensure_ascii=False))
@@ -214,7 +215,7 @@ def _cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+def _cmd_demo(args: argparse.Namespace, settings: GatewaySettings) -> int:
     session = json.loads(resources.files("gateway.demo").joinpath("sales_session.json")
                          .read_text(encoding="utf-8"))
     return asyncio.run(_demo(settings, session, json_out=args.json, verbose=args.verbose))

@@ -11,12 +11,13 @@ from zoneinfo import ZoneInfo
 from pydantic import ValidationError
 
 from adapters.base import InboundMessage
-from agent_core import Settings
 from agent_core.store import RedisConversationStore
 from agent_core.tools.context import ALL_PERMISSIONS
 
+from .access import Roles
 from .queue import WorkQueue
 from .scheduler import Job, Scheduler, place_of
+from .settings import GatewaySettings
 
 _COMMAND = re.compile(r"^\s*/([a-z]+)(?:@\w+)?\b", re.IGNORECASE)
 
@@ -45,12 +46,13 @@ class Commands:
     NAMES: tuple[Command, ...] = get_args(Command)
 
     def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
-                 model_status: Callable[[], str], settings: Settings,
+                 model_status: Callable[[], str], settings: GatewaySettings,
                  scheduler: Scheduler | None = None) -> None:
         self.queue = queue
         self.store = store
         self.model_status = model_status
         self.settings = settings
+        self.roles = Roles.from_settings(settings)
         self.scheduler = scheduler
 
     def parse(self, text: str) -> Command | None:
@@ -98,7 +100,7 @@ class Commands:
         if self.scheduler is None:
             return "Scheduling is not enabled on this gateway."
         identity = f"{msg.channel}:{msg.user_id}"
-        if not self.settings.allows(identity, "schedule"):
+        if not self.roles.allows(identity, "schedule"):
             return ("You need the 'schedule' permission to create schedules here; ask an "
                     "administrator.")
         args = _COMMAND.sub("", msg.text, count=1)
@@ -145,7 +147,7 @@ class Commands:
         if job is None:
             return f"No schedule {job_id!r}; /schedules lists them."
         identity = f"{msg.channel}:{msg.user_id}"
-        if job.owner != identity and not self.settings.allows(identity, ALL_PERMISSIONS):
+        if job.owner != identity and not self.roles.allows(identity, ALL_PERMISSIONS):
             return "Only the schedule's owner or an administrator can remove it."
         await self.scheduler.delete(job.id)
         return f"Removed schedule {job.id}."

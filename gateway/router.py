@@ -13,13 +13,14 @@ import uuid
 from collections.abc import Callable
 
 from adapters.base import InboundMessage, Routed
-from agent_core import Settings, TaskState
+from agent_core import TaskState
 from agent_core.store.keys import check_conversation_id
 
 from .access import AccessPolicy
 from .commands import Commands
 from .delivery import Deliverer
 from .queue import WorkItem, WorkQueue
+from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class Router:
     """Ingests normalised messages from every adapter."""
 
     def __init__(self, *, queue: WorkQueue, policy: AccessPolicy, deliverer: Deliverer,
-                 commands: Commands, settings: Settings,
+                 commands: Commands, settings: GatewaySettings,
                  counted: Callable[[InboundMessage, Routed], None] | None = None) -> None:
         self.queue = queue
         #: Told what became of each message (the metrics).

@@ -36,10 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
-from agent_core import Settings
 from agent_core.store import Keys, as_text, store_boundary
 
 from .queue import WorkItem, WorkQueue
+from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class Job(BaseModel):
 class Scheduler:
     """Stores jobs and fires them; run one in every replica."""
 
-    def __init__(self, redis: Redis, queue: WorkQueue, settings: Settings, *,
+    def __init__(self, redis: Redis, queue: WorkQueue, settings: GatewaySettings, *,
                  clock: Clock = time.time) -> None:
         self.redis = redis
         self.queue = queue

@@ -18,14 +18,15 @@ from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
 from adapters.webchat import PullChannel
 from adapters.webhook import WebhookChannel
-from agent_core import ConfigError, Settings
+from agent_core import ConfigError
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
+from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime
 from agent_core.store.factory import OpenStore, open_store
 from agent_core.store.multiplex import MultiplexedRedis
 from agent_core.tools import Services
 
-from .access import AccessPolicy
+from .access import AccessPolicy, Roles
 from .approvals import ApprovalService
 from .audit import AuditLog
 from .commands import Commands
@@ -37,8 +38,8 @@ from .metrics import Metrics
 from .progress import ProgressRelay
 from .queue import WorkQueue
 from .router import Router
-from .runtime import Runtime, UnconfiguredModel, build_runtime
 from .scheduler import Scheduler
+from .settings import GatewaySettings
 from .worker import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,9 @@ log = logging.getLogger(__name__)
 class Gateway:
     """Store, runtime, queue, router, channels and workers of one gateway process."""
 
-    def __init__(self, settings: Settings, *, model: ModelAdapter | None = None) -> None:
+    def __init__(self, settings: GatewaySettings, *, model: ModelAdapter | None = None) -> None:
         self.settings = settings
+        self.roles = Roles.from_settings(settings)
         self._model_override = model
         self.opened: OpenStore | None = None
         self.runtime: Runtime | None = None
@@ -78,7 +80,7 @@ class Gateway:
         """Open the store and start every component."""
         settings = self.settings
         register_secrets(settings.secret_values())
-        self.opened = await open_store(settings)
+        self.opened = await open_store(settings, pooled=min(settings.hermes_workers + 8, 128))
         store = self.opened.store
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())

@@ -22,7 +22,6 @@ from agent_core import (
     Approval,
     Event,
     EventType,
-    Settings,
     TaskControl,
     TaskRequest,
     TaskResult,
@@ -30,14 +29,16 @@ from agent_core import (
 )
 from agent_core.log import trace_context
 from agent_core.report import TaskReport
+from agent_core.runtime import Runtime
 from agent_core.settings import missing_model_message
 from agent_core.task import ACTIVE
 
+from .access import Roles
 from .approvals import ApprovalService
 from .delivery import Deliverer
 from .progress import ProgressRelay
 from .queue import Head, WorkItem, WorkQueue
-from .runtime import Runtime
+from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class WorkerPool:
         channels: dict[str, Channel],
         deliverer: Deliverer,
         progress: ProgressRelay,
-        settings: Settings,
+        settings: GatewaySettings,
         model_ready: bool,
         approvals: ApprovalService | None = None,
         scan_interval: float = 1.0,
@@ -68,6 +69,7 @@ class WorkerPool:
         self.deliverer = deliverer
         self.progress = progress
         self.settings = settings
+        self.roles = Roles.from_settings(settings)
         self.model_ready = model_ready
         self.approvals = approvals
         self.scan_interval = scan_interval
@@ -327,10 +329,10 @@ class WorkerPool:
                  **extra: Any) -> TaskRequest:
         """A new task for ``item``, run as ``identity`` with that identity's role."""
         msg = item.inbound
-        role = self.settings.role_of(identity)
+        role = self.roles.role_of(identity)
         return TaskRequest(
             text=msg.text, conversation_id=msg.conversation_id, user_id=identity, role=role,
-            permissions=self.settings.permissions_of(role), task_id=item.task_id,
+            permissions=self.roles.permissions_of(role), task_id=item.task_id,
             trace_id=item.task_id, workdir=self._workdir(msg, item.task_id),
             data_dir=self.settings.hermes_data_dir,
             extra={**self.settings.tool_extra(), "channel": msg.channel,

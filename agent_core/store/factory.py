@@ -56,8 +56,10 @@ def build_embedder(settings: Settings) -> OpenAIEmbedder | None:
     return OpenAIEmbedder(http, spec.model_name)
 
 
-async def open_store(settings: Settings) -> OpenStore:
-    """Connect to REDIS_URL, or start/reuse the embedded server under HERMES_DATA_DIR."""
+async def open_store(settings: Settings, *, pooled: int = 40) -> OpenStore:
+    """Connect to REDIS_URL, or start/reuse the embedded server under HERMES_DATA_DIR.
+    ``pooled``: connections opened at once for transactions (about one per concurrent
+    task)."""
     embedded: EmbeddedValkey | None = None
     if settings.redis_url is not None:
         url = settings.redis_url.get_secret_value()
@@ -76,7 +78,7 @@ async def open_store(settings: Settings) -> OpenStore:
     blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS, multiplex=False)
     try:
         await store.ping()
-        await warm(store.redis, min(settings.hermes_workers + 8, 128))  # transactions' pool
+        await warm(store.redis, pooled)  # transactions' pool
     except Exception:
         await store.aclose()
         await blocking.aclose()

@@ -20,13 +20,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from agent_core import Settings
 from agent_core.models.replay import ReplayModelServer
 from agent_core.store import connect
 from agent_core.store.embedded import EmbeddedValkey, ServerInfo
 from gateway.api import GATEWAY
 from gateway.app import create_app
 from gateway.service import Gateway
+from gateway.settings import GatewaySettings
 from tests.standins.slack_api import SlackAPI
 from tests.standins.telegram_api import TelegramAPI
 
@@ -44,7 +44,7 @@ class Harness:
     client: TestClient
     gateway: Gateway
     model: ReplayModelServer
-    settings: Settings
+    settings: GatewaySettings
     slack: SlackAPI | None = None
     telegram: TelegramAPI | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -152,7 +152,7 @@ async def make_gateway(aiohttp_client: Callable[..., Awaitable[TestClient]], red
                           telegram_api_url=telegram_api.url, telegram_mode="webhook",
                           hermes_public_url="https://hermes.example.test")
         values.update(overrides)
-        settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        settings = GatewaySettings(_env_file=None, **values)  # type: ignore[call-arg]
         app = create_app(settings)
         client = await aiohttp_client(app)
         made.append((client, prefix))

@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_core import Settings
 from agent_core.models.replay import Failure, Reply
 from agent_core.store import connect
 from gateway.queue import WorkItem, WorkQueue
 from gateway.scheduler import Job, Scheduler
+from gateway.settings import GatewaySettings
 from tests.integration.conftest import GatewayFactory, Harness
 from tests.integration.test_slack import answers, event_body, mention, send
 from tests.integration.test_telegram import GROUP, sent
@@ -47,7 +47,7 @@ async def sched_env(redis_url: str) -> Any:
     """A scheduler factory on a fresh key prefix (several instances share it)."""
     prefix = f"sch{uuid.uuid4().hex[:10]}"
     redis = connect(redis_url)
-    settings = Settings(_env_file=None, redis_prefix=prefix)  # type: ignore[call-arg]
+    settings = GatewaySettings(_env_file=None, redis_prefix=prefix)  # type: ignore[call-arg]
     queue = WorkQueue(redis, prefix)
 
     def make(clock: Clock, **overrides: Any) -> Scheduler:

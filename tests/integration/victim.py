@@ -9,10 +9,11 @@ from aiohttp import web
 
 from agent_core import load_settings
 from gateway.app import create_app
+from gateway.settings import GatewaySettings
 
 
 async def main() -> None:
-    app = create_app(load_settings())
+    app = create_app(load_settings(GatewaySettings))
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

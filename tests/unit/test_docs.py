@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import Settings
+from gateway.settings import GatewaySettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ def _env_example_names() -> set[str]:
 
 
 def test_env_example_lists_every_setting_and_nothing_else() -> None:
-    fields = {name.upper() for name in Settings.model_fields}
+    fields = {name.upper() for name in GatewaySettings.model_fields}
     listed = _env_example_names()
     assert fields - listed == set(), "settings missing from .env.example"
     assert listed - fields == set(), ".env.example names settings that do not exist"
@@ -28,7 +28,7 @@ def test_env_example_copied_to_dot_env_loads_cleanly(monkeypatch: pytest.MonkeyP
                                                       tmp_path: Path) -> None:
     (tmp_path / ".env").write_text((ROOT / ".env.example").read_text())
     monkeypatch.chdir(tmp_path)
-    settings = Settings()
+    settings = GatewaySettings()
     assert settings.agent_max_round == 15 and not settings.model_configured
     assert settings.redis_url is None
     assert settings.hermes_tools == ["tools.sales", "tools.recall", "tools.files",
@@ -48,7 +48,7 @@ def test_helm_chart_values_name_real_settings() -> None:
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     assert meta["apiVersion"] == "v2" and meta["name"] == "hermes-gateway"
     values = yaml.safe_load((chart / "values.yaml").read_text())
-    fields = {name.upper() for name in Settings.model_fields}
+    fields = {name.upper() for name in GatewaySettings.model_fields}
     assert set(values["env"]) <= fields
     documented = set(re.findall(r"\b([A-Z][A-Z0-9_]{3,})\b", (chart / "values.yaml").read_text()))
     assert documented - {"README"} <= fields | {"HTTP"}, documented - fields

@@ -1,24 +1,25 @@
-"""Builds the agent runtime (model, tools, store, loop) from settings."""
+"""Builds the agent runtime (model, tools, store, loop) from settings: what the gateway,
+the CLI and every hub agent run their tasks on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_core import EventBus, LoopConfig, Settings, TaskLoop, ToolExecutor, ToolRegistry
-from agent_core.context import counter_for
-from agent_core.context.compressor import ContextCompressor, ModelSummariser
-from agent_core.errors import ConfigError
-from agent_core.loop import Compressor
-from agent_core.models import (
+from .context import counter_for
+from .context.compressor import ContextCompressor, ModelSummariser
+from .errors import ConfigError
+from .events import EventBus
+from .loop import Compressor, LoopConfig, TaskLoop
+from .models import (
     ModelAdapter,
     ModelRequest,
     ModelResponse,
     build_adapter,
     build_model,
 )
-from agent_core.settings import missing_model_message
-from agent_core.store import ConversationStore
-from agent_core.tools import ApprovalRules, AuditSink, BreakerBoard
+from .settings import Settings, missing_model_message
+from .store import ConversationStore
+from .tools import ApprovalRules, AuditSink, BreakerBoard, ToolExecutor, ToolRegistry
 
 
 class UnconfiguredModel(ModelAdapter):

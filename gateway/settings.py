@@ -1,0 +1,125 @@
+"""GatewaySettings: the runtime's settings plus the gateway's own sections.
+
+Server, channels (webhooks, Slack, Telegram), access policy, roles and approvals, and the
+scheduler. Environment names are exactly those of the fields (``SLACK_BOT_TOKEN``,
+``HERMES_ALLOWED_USERS``, ...), read from the same sources as the runtime's (environment,
+``.env``, the YAML file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
+
+from agent_core import Settings
+from agent_core.settings import comma_list
+
+
+class ApproverRule(BaseModel):
+    """Who may decide an approval of one tool."""
+
+    requester: bool = True
+    roles: list[str] = Field(default_factory=lambda: ["admin"])
+    groups: list[str] = Field(default_factory=list)
+    #: False: the person who asked may not approve their own request (they may reject it).
+    self_approval: bool = True
+
+
+class GatewaySettings(Settings):
+    """Every setting of a gateway process."""
+
+    # --- gateway service ---------------------------------------------------------------
+    hermes_host: str = "127.0.0.1"
+    hermes_port: int = Field(8080, ge=1, le=65535)
+    hermes_public_url: str | None = Field(
+        None, description="how users and platforms reach this gateway, for links/webhooks")
+    hermes_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="bearer tokens for the HTTP API (JSON list)")
+    hermes_workers: int = Field(32, ge=1, le=1000, description="concurrent tasks per process")
+    hermes_processes: int = Field(
+        1, ge=1, le=64, description="serving processes sharing the port (one per core)")
+    hermes_event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto", description="serve's event loop; auto: uvloop when it is installed")
+    hermes_lease_seconds: float = Field(30.0, ge=2)
+    hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
+    hermes_shutdown_grace: float = Field(
+        20.0, ge=0, description="seconds running tasks get to finish when the gateway stops")
+    hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    hermes_webhook_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict, description="signed webhook sources: {source: secret}")
+    hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="hosts webhook answers may be POSTed to; [] = any")
+
+    # --- access policy -----------------------------------------------------------------
+    hermes_allow_dms: bool = True
+    hermes_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    hermes_allowed_spaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    hermes_allowed_rooms: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # --- roles, approvals, audit --------------------------------------------------------
+    hermes_roles: dict[str, list[str]] = Field(
+        default_factory=lambda: {"admin": ["api:*", "webchat:*"]},
+        description="role -> identity patterns (channel:user, * wildcards)")
+    hermes_default_role: str = "user"
+    hermes_role_permissions: dict[str, list[str]] = Field(
+        default_factory=lambda: {"viewer": ["read"], "user": ["read", "write"],
+                                 "admin": ["*"]})
+    hermes_groups: dict[str, list[str]] = Field(default_factory=dict)
+    hermes_approvers: dict[str, ApproverRule] = Field(
+        default_factory=dict, description="tool name (or *) -> who may approve")
+    hermes_approval_ttl: float = Field(900.0, gt=0)
+    hermes_audit_file: Path | None = None
+
+    # --- scheduler -----------------------------------------------------------------------
+    hermes_timezone: str = Field("UTC", description="default timezone of schedules")
+    hermes_schedule_grace: float = Field(3600.0, ge=0, description="misfire grace seconds")
+    hermes_schedules_file: Path | None = None
+
+    # --- Slack -------------------------------------------------------------------------
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    slack_progress: Literal["message", "reaction", "off"] = "message"
+
+    # --- Telegram ----------------------------------------------------------------------
+    telegram_bot_token: SecretStr | None = None
+    telegram_webhook_secret: SecretStr | None = None
+    telegram_api_url: str = "https://api.telegram.org"
+    telegram_mode: Literal["auto", "webhook", "polling"] = "auto"
+
+    @field_validator("hermes_api_keys", "hermes_allowed_users", "hermes_allowed_spaces",
+                     "hermes_allowed_rooms", "hermes_webhook_callback_hosts", mode="before")
+    @classmethod
+    def _gateway_comma_list(cls, value: Any) -> Any:
+        return comma_list(value)
+
+    @field_validator("hermes_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("must be an IANA timezone such as Europe/Berlin") from None
+        return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slash(cls, value: str) -> str:
+        return value if value.endswith("/") else value + "/"
+
+    @property
+    def slack_enabled(self) -> bool:
+        """Slack needs a bot token plus a signing secret (HTTP) or an app token (sockets)."""
+        return self.slack_bot_token is not None and (
+            self.slack_signing_secret is not None or self.slack_app_token is not None)
+
+    @property
+    def telegram_enabled(self) -> bool:
+        """Telegram needs a bot token."""
+        return self.telegram_bot_token is not None
