@@ -76,6 +76,17 @@ class TaskRequest:
     control: TaskControl | None = None
 
 
+@dataclass(slots=True)
+class Approval:
+    """A human's decision on a paused tool call."""
+
+    approved: bool
+    by: str
+    note: str = ""
+    #: Edited arguments (edit-before-approve); None keeps the model's.
+    arguments: dict[str, Any] | None = None
+
+
 class PendingApproval(BaseModel):
     """A tool call waiting for a human decision."""
 

@@ -32,14 +32,14 @@ from redis.asyncio.client import Pipeline, Redis
 
 from agent_core import EventBus, LoopConfig, TaskLoop, TaskRequest, ToolExecutor, ToolRegistry
 from agent_core.context import EstimateCounter, message_tokens
-from agent_core.loop import _Run
 from agent_core.messages import Message
 from agent_core.models import ModelAdapter, ModelRequest, ModelResponse
 from agent_core.report import TaskReport
+from agent_core.run import Run
 from agent_core.store import RedisConversationStore, connect, warm
 from agent_core.store.client import _lean_handshake
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.task import RuntimeState, TaskState
+from agent_core.task import TaskState
 from tools.recall import recall
 
 COUNTER = EstimateCounter()
@@ -111,12 +111,12 @@ async def measure(store: RedisConversationStore, cid: str, rng: random.Random
     loop = TaskLoop(model=Idle(), executor=ToolExecutor(ToolRegistry([recall])), store=store,
                     bus=EventBus(), config=LoopConfig(replan_every=0), counter=COUNTER)
     state = TaskState.start(TaskRequest(text="x", conversation_id=cid), deadline_at=None)
-    run = _Run(state, TaskReport(), RuntimeState())
+    run = Run(state, TaskReport(), loop.bus)
     timings = []
     for _ in range(30):
         started = time.perf_counter()
         with RoundTrips() as trips:
-            messages = await loop._context(run, shrink=False)
+            messages = await loop.model_turn.context(run, shrink=False)
         timings.append(time.perf_counter() - started)
     assert len(messages) == 21
     recall_times = []

@@ -1,0 +1,115 @@
+"""ModelTurn: one model call of a task, with the context it is given.
+
+The context is the system message (instructions, the pinned plan, how much is archived,
+the tools) and the conversation's window, within the token budget; a prompt the model
+refuses as too long is shrunk once and sent again. The call is timed and its tokens
+counted into the task's report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .context.tokens import TokenCounter
+from .context.window import WindowPolicy, fit
+from .errors import ContextLengthError
+from .events import EventType
+from .journal import Journal
+from .messages import Message
+from .models.base import ModelAdapter, ModelRequest, ModelResponse
+from .prompt import REPAIR_PROMPT, system_message
+from .run import LoopConfig, Run
+
+log = logging.getLogger(__name__)
+
+
+class ModelTurn:
+    """Assembles a run's context and calls the model with it."""
+
+    def __init__(self, model: ModelAdapter, journal: Journal, counter: TokenCounter,
+                 config: LoopConfig, *, tool_specs: Sequence[dict[str, Any]],
+                 has_recall: bool) -> None:
+        self.model = model
+        self.journal = journal
+        self.counter = counter
+        self.config = config
+        self.tool_specs = list(tool_specs)
+        self.has_recall = has_recall
+        self.native_tools = bool(getattr(model, "native_tools", True))
+        # The system message changes only with the plan and the archive's size: its count is
+        # worth keeping (~0.1 ms of tokenizing per model call otherwise).
+        self._system_tokens = functools.lru_cache(maxsize=256)(counter.count)
+
+    async def call(self, run: Run) -> ModelResponse:
+        """The model's reply to the run's context as it is now."""
+        messages = await self.context(run, shrink=False)
+        try:
+            response = await self.complete(run, messages)
+        except ContextLengthError:
+            log.warning("context too long for the model; shrinking once and retrying")
+            messages = await self.context(run, shrink=True)
+            response = await self.complete(run, messages)
+        await self.journal.settle(run)  # nothing acts on an answer to messages not yet stored
+        return response
+
+    async def complete(self, run: Run, messages: list[Message]) -> ModelResponse:
+        """One timed call, counted into the run's report."""
+        request = ModelRequest(
+            messages=messages, tools=self.tool_specs, temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens, stream=self.config.stream,
+            on_event=lambda name, payload: _model_event(run, name, payload),
+        )
+        started = time.perf_counter()
+        try:
+            response = await self.model.complete(request)
+        finally:
+            run.report.model_time += time.perf_counter() - started
+            run.report.model_calls += 1
+        run.report.prompt_tokens += response.usage.prompt_tokens
+        run.report.completion_tokens += response.usage.completion_tokens
+        return response
+
+    async def context(self, run: Run, *, shrink: bool) -> list[Message]:
+        """The messages of the next model call: system message and window, in budget."""
+        state = run.state
+        snap = await self.journal.conversation(run, wait=False)
+        system = system_message(
+            instructions=self.config.system_prompt, plan=snap.plan, archived=snap.archived,
+            has_recall=self.has_recall, tools=self.tool_specs,
+            native_tools=self.native_tools)
+        run.system_tokens = self._system_tokens(system) + 4
+        window = snap.window
+        budget = self.config.prompt_budget
+        if shrink:
+            policy = WindowPolicy(max_messages=max(4, self.config.max_context_messages // 2),
+                                  budget_tokens=max(256, (budget - run.system_tokens) // 2))
+            window = fit(window, policy, self.counter, task_id=state.task_id).keep
+        if run.ephemeral:
+            window = [dataclasses.replace(m, content=run.ephemeral[m.id])
+                      if m.id in run.ephemeral else m for m in window]
+            run.ephemeral.clear()
+        used = run.system_tokens + sum(m.tokens for m in window)
+        payload = {"tokens": used, "budget": budget, "messages": len(window) + 1,
+                   "archived": snap.archived, "shrunk": shrink}
+        run.emit(EventType.CONTEXT_UPDATED, payload)
+        if used >= budget * self.config.context_warn_ratio:
+            run.emit(EventType.CONTEXT_WARNING, payload)
+        return [Message(role="system", content=system, kind="note"), *window]
+
+    async def repair(self, text: str) -> str:
+        """The model's own repair of an output the parser could not read."""
+        response = await self.model.complete(ModelRequest(
+            messages=[Message(role="system", content=REPAIR_PROMPT),
+                      Message(role="user", content=text[:8000])],
+            temperature=0.0, max_tokens=self.config.max_tokens))
+        return response.text
+
+
+def _model_event(run: Run, name: str, payload: dict[str, Any]) -> None:
+    if name in EventType.__members__:
+        run.emit(EventType[name], payload)
