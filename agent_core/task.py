@@ -186,6 +186,14 @@ class TaskResult:
         """False while the task waits for a user reply or an approval."""
         return self.outcome in TERMINAL
 
+    @classmethod
+    def from_state(cls, state: TaskState) -> TaskResult:
+        """The result a stored task ended (or paused) with."""
+        report = TaskReport.from_dict(state.report) if state.report else TaskReport()
+        return cls(state.task_id, state.trace_id, state.conversation_id, state.status,
+                   state.result_text or state.answer or "", report, question=state.question,
+                   approval=state.approval, error=state.error, superseded=state.superseded)
+
 
 @dataclass(slots=True)
 class RuntimeState:

@@ -129,8 +129,7 @@ async def _submit(request: web.Request) -> tuple[InboundMessage, Routed]:
     gateway = request.app[GATEWAY]
     body = await parse(request, RunRequest)
     msg = _inbound(body, request)
-    assert gateway.router is not None
-    routed = await gateway.router.ingest(msg)
+    routed = await gateway.parts.router.ingest(msg)
     if routed.status == "duplicate":
         raise _bad(409, "a request with this Idempotency-Key was already accepted")
     if routed.status != "command" and routed.task_id is None:
@@ -160,11 +159,10 @@ async def run_sync(request: web.Request) -> web.Response:
     if routed.task_id is None:
         return _command_answer(msg, routed)
     gateway, task_id = request.app[GATEWAY], routed.task_id
-    assert gateway.eventlog is not None
     deadline = time.monotonic() + gateway.settings.hermes_run_timeout
     try:
         async with asyncio.timeout(gateway.settings.hermes_run_timeout):
-            async for event in gateway.eventlog.follow(task_id):
+            async for event in gateway.parts.eventlog.follow(task_id):
                 if event.get("type") == "AGENT_FINISHED":
                     outcome = (event.get("payload") or {}).get("outcome")
                     if outcome in TERMINAL or outcome in PAUSED:
@@ -190,8 +188,7 @@ async def _task_view(gateway: Gateway, task_id: str) -> dict[str, Any]:
 
 async def _load_task(gateway: Gateway, task_id: str) -> TaskState:
     """The task's state, or 404."""
-    assert gateway.opened is not None
-    state = await gateway.opened.store.load_task(task_id)
+    state = await gateway.parts.opened.store.load_task(task_id)
     if state is None:
         raise _bad(404, f"no task {task_id!r}")
     return state
@@ -220,13 +217,12 @@ async def task_events(request: web.Request) -> web.StreamResponse:
     after = request.headers.get("Last-Event-ID") or request.query.get("after") or "0-0"
     if not _valid_stream_id(after):
         raise _bad(400, "Last-Event-ID must be a stream id like 1712345678901-0")
-    assert gateway.eventlog is not None
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
     await response.prepare(request)
     try:
-        async for event in gateway.eventlog.follow(task_id, after):
+        async for event in gateway.parts.eventlog.follow(task_id, after):
             if event["type"] == "KEEPALIVE":
                 await response.write(b": keepalive\n\n")
                 continue
@@ -251,14 +247,13 @@ async def cancel_task(request: web.Request) -> web.Response:
     """Stop a running task, or drop a queued one."""
     gateway = request.app[GATEWAY]
     state = await _load_task(gateway, request.match_info["task_id"])
-    assert gateway.opened is not None and gateway.queue is not None
     if state.status == "queued":
         state.status, state.result_text = "cancelled", "Cancelled before it started."
-        await gateway.opened.store.save_task(state)
+        await gateway.parts.opened.store.save_task(state)
         return web.json_response({"task_id": state.task_id, "status": "cancelled"})
     if state.status != "running":
         raise _bad(409, f"task is {state.status}, not running")
-    await gateway.queue.signal(state.conversation_id, "stop", state.task_id)
+    await gateway.parts.queue.signal(state.conversation_id, "stop", state.task_id)
     return web.json_response({"task_id": state.task_id, "status": "stopping"}, status=202)
 
 
@@ -273,8 +268,7 @@ async def forget_conversation(request: web.Request) -> web.Response:
     """Delete everything a conversation stored (a user's "forget me")."""
     gateway = request.app[GATEWAY]
     cid = _conversation(request)
-    assert gateway.opened is not None
-    deleted = await gateway.opened.store.forget(cid)
+    deleted = await gateway.parts.opened.store.forget(cid)
     return web.json_response({"conversation_id": cid, "deleted_keys": deleted})
 
 
@@ -282,8 +276,7 @@ async def reset_conversation(request: web.Request) -> web.Response:
     """Start a fresh session; the archive stays searchable."""
     gateway = request.app[GATEWAY]
     cid = _conversation(request)
-    assert gateway.opened is not None
-    await gateway.opened.store.reset(cid)
+    await gateway.parts.opened.store.reset(cid)
     return web.json_response({"conversation_id": cid, "reset": True})
 
 
@@ -303,8 +296,7 @@ async def decide_approval(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
     body = await parse(request, ApprovalRequest)
     actor = _caller(request, body.user_id)
-    assert gateway.approvals is not None
-    decision = await gateway.approvals.decide(
+    decision = await gateway.parts.approvals.decide(
         request.match_info["approval_id"], approved=body.approved, actor=actor,
         actor_name=actor, note=body.note, arguments=body.arguments)
     return _decision_response(decision, decided_by=decision.by_name or decision.by)
@@ -321,8 +313,7 @@ def _decision_response(decision: Decision, **extra: Any) -> web.Response:
 async def get_approval(request: web.Request) -> web.Response:
     """A pending or decided approval."""
     gateway = request.app[GATEWAY]
-    assert gateway.approvals is not None
-    record = await gateway.approvals.get(request.match_info["approval_id"])
+    record = await gateway.parts.approvals.get(request.match_info["approval_id"])
     if record is None:
         raise _bad(404, "no such approval")
     keep = ("id", "status", "task_id", "conversation_id", "tool", "reason", "requester",
@@ -345,8 +336,7 @@ async def audit_log(request: web.Request) -> web.Response:
         limit = min(1000, max(1, int(q.get("limit", "100"))))
     except ValueError:
         raise _bad(400, "since and until are unix seconds; limit is a number") from None
-    assert gateway.audit is not None
-    entries = await gateway.audit.query(
+    entries = await gateway.parts.audit.query(
         conversation_id=q.get("conversation_id"), user=q.get("user"), tool=q.get("tool"),
         since=since, until=until, limit=limit)
     return web.json_response({"entries": entries, "count": len(entries)})
@@ -372,12 +362,11 @@ async def webhook_approval(request: web.Request) -> web.Response:
         raise _bad(401, "bad or missing signature")
     if int(exp) < time.time():
         raise _bad(410, "this link has expired")
-    assert gateway.approvals is not None
-    record = await gateway.approvals.get(approval_id)
+    record = await gateway.parts.approvals.get(approval_id)
     if record is None:
         raise _bad(404, "no such approval")
     # The source signed this link for its user: decide as the person who asked.
-    return _decision_response(await gateway.approvals.decide(
+    return _decision_response(await gateway.parts.approvals.decide(
         approval_id, approved=decision == "approve", actor=record["requester"],
         actor_name=record["requester_name"]))
 
@@ -387,8 +376,7 @@ def _scheduler(request: web.Request) -> Scheduler:
     caller = _caller(request)
     if not gateway.roles.allows(caller, "schedule"):
         raise _bad(403, f"{caller} lacks the 'schedule' permission")
-    assert gateway.scheduler is not None
-    return gateway.scheduler
+    return gateway.parts.scheduler
 
 
 async def _job_body(request: web.Request, job_id: str | None = None) -> Job:

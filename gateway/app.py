@@ -54,9 +54,7 @@ def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) 
 
 def _channel_route(name: str) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
-        gateway = request.app[GATEWAY]
-        channel = {"slack": gateway.slack, "telegram": gateway.telegram,
-                   "webhook": gateway.webhook}[name]
+        channel = request.app[GATEWAY].parts.channels.endpoint(name)
         if channel is None:
             return web.json_response({"error": f"the {name} channel is not configured"},
                                      status=404)

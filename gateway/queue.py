@@ -23,12 +23,12 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
+from agent_core.lifecycle import WorkKind
 from agent_core.store import Keys, Snapshot, as_text, layout, store_boundary
 from agent_core.task import TaskState
 
 from .lease import Leases
 
-WorkKind = Literal["message", "approval", "resume", "scheduled"]
 IngestResult = Literal["queued", "duplicate", "steered"]
 
 

@@ -1,4 +1,10 @@
-"""Gateway: every component of a running service, started and stopped in order."""
+"""Gateway: every part of a running service, started in order and stopped in reverse.
+
+``start`` builds the parts (``Parts``: store, runtime, queue, router, channels, workers,
+...) and registers how to stop each as it starts it; a start that fails half-way stops
+what it had started. ``stop`` first stops taking work (``begin_stop``), gives running tasks
+HERMES_SHUTDOWN_GRACE seconds from the signal, then closes everything.
+"""
 
 from __future__ import annotations
 
@@ -6,37 +12,34 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from adapters.base import Channel, Interact
+from adapters.base import Channel
 from adapters.errors import GatewayStopping
-from adapters.pacing import Pacer
-from adapters.slack import SlackChannel
-from adapters.telegram import TelegramChannel
-from adapters.webchat import PullChannel
-from adapters.webhook import WebhookChannel
 from agent_core import ConfigError
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime
-from agent_core.store.factory import OpenStore, open_store
-from agent_core.store.multiplex import MultiplexedRedis
+from agent_core.store import MultiplexedRedis, OpenStore, open_store
 from agent_core.tools import Services
 
 from .access import AccessPolicy, Roles
 from .approvals import ApprovalService
 from .audit import AuditLog
+from .channels import Channels, build_channels, telegram_leadership
 from .commands import Commands
 from .delivery import Deliverer
 from .eventlog import EventLog
+from .execution import Execution
 from .interactions import Interactions
-from .leader import Leadership
 from .metrics import Metrics
 from .progress import ProgressRelay
 from .queue import WorkQueue
+from .replies import Replies
 from .router import Router
 from .scheduler import Scheduler
 from .settings import GatewaySettings
@@ -45,31 +48,42 @@ from .worker import WorkerPool
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """Every part of a started gateway."""
+
+    opened: OpenStore
+    runtime: Runtime
+    queue: WorkQueue
+    eventlog: EventLog
+    audit: AuditLog
+    deliverer: Deliverer
+    scheduler: Scheduler
+    router: Router
+    approvals: ApprovalService
+    channels: Channels
+    workers: WorkerPool
+
+
 class Gateway:
-    """Store, runtime, queue, router, channels and workers of one gateway process."""
+    """The parts of one gateway process, once started."""
 
     def __init__(self, settings: GatewaySettings, *, model: ModelAdapter | None = None) -> None:
         self.settings = settings
         self.roles = Roles.from_settings(settings)
+        self.metrics = Metrics()
         self._model_override = model
-        self.opened: OpenStore | None = None
-        self.runtime: Runtime | None = None
-        self.queue: WorkQueue | None = None
-        self.router: Router | None = None
-        self.workers: WorkerPool | None = None
-        self.eventlog: EventLog | None = None
-        self.channels: dict[str, Channel] = {}
-        self.slack: SlackChannel | None = None
-        self.telegram: TelegramChannel | None = None
-        self.webhook: WebhookChannel | None = None
-        self.approvals: ApprovalService | None = None
-        self.scheduler: Scheduler | None = None
-        self.audit: AuditLog | None = None
-        self._background: list[asyncio.Task[None]] = []
+        self._parts: Parts | None = None
+        self._stack = contextlib.AsyncExitStack()
         self._stopping = asyncio.Event()
         self._stop_began = 0.0
-        self._leaders: list[Leadership] = []
-        self.metrics = Metrics()
+
+    @property
+    def parts(self) -> Parts:
+        """The started parts; RuntimeError before ``start`` has finished."""
+        if self._parts is None:
+            raise RuntimeError("the gateway has not started")
+        return self._parts
 
     @property
     def model_ready(self) -> bool:
@@ -77,126 +91,82 @@ class Gateway:
         return self._model_override is not None or self.settings.model_configured
 
     async def start(self) -> None:
-        """Open the store and start every component."""
+        """Open the store and start every part (or, failing, stop what had started)."""
+        try:
+            self._parts = await self._start(self._stack)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        log.info("gateway ready: channels %s; model %s",
+                 ", ".join(sorted(self._parts.channels.by_name)), self._model_status())
+
+    async def _start(self, stack: contextlib.AsyncExitStack) -> Parts:
         settings = self.settings
         register_secrets(settings.secret_values())
-        self.opened = await open_store(settings, pooled=min(settings.hermes_workers + 8, 128))
-        store = self.opened.store
+        opened = await open_store(settings, pooled=min(settings.hermes_workers + 8, 128))
+        stack.push_async_callback(opened.close)
+        store = opened.store
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())
-        self.audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
-        self.runtime = runtime = build_runtime(settings, store=store, model=model,
-                                               audit=self.audit)
-        self.queue = queue = WorkQueue(store.redis, settings.redis_prefix,
-                                       lease=settings.hermes_lease_seconds,
-                                       blocking=self.opened.blocking,
-                                       conversations=store.parse_snapshot)
-        self.eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention,
-                                 blocking=self.opened.blocking)
-        self.eventlog.start()
-        runtime.bus.subscribe(self.eventlog)
+        audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
+        runtime = build_runtime(settings, store=store, model=model, audit=audit)
+        stack.push_async_callback(_quietly, runtime.model.aclose)
+        stack.push_async_callback(_quietly, runtime.bus.drain)
+        queue = WorkQueue(store.redis, settings.redis_prefix,
+                          lease=settings.hermes_lease_seconds, blocking=opened.blocking,
+                          conversations=store.parse_snapshot)
+        eventlog = EventLog(store.redis, store.keys, retention=settings.task_retention,
+                            blocking=opened.blocking)
+        eventlog.start()
+        stack.push_async_callback(eventlog.stop)
         progress = ProgressRelay()
-        runtime.bus.subscribe(progress)
-        runtime.bus.subscribe(self.metrics)
+        for subscriber in (eventlog, progress, self.metrics):
+            runtime.bus.subscribe(subscriber)
 
-        self.channels = {"api": PullChannel("api"), "webchat": PullChannel("webchat")}
-        deliverer = Deliverer(self.channels, store.redis, settings.redis_prefix,
+        named: dict[str, Channel] = {}
+        deliverer = Deliverer(named, store.redis, settings.redis_prefix,
                               counted=self.metrics.delivered)
-        self.scheduler = Scheduler(store.redis, queue, settings)
-        runtime.loop.services = Services(scheduler=self.scheduler)
+        scheduler = Scheduler(store.redis, queue, settings)
+        runtime.loop.services = Services(scheduler=scheduler)
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
-                            settings=settings, scheduler=self.scheduler)
-        self.router = router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
-                                      deliverer=deliverer, commands=commands, settings=settings,
-                                      counted=self.metrics.routed)
-        self.approvals = ApprovalService(store.redis, settings=settings, channels=self.channels,
-                                         router=router, audit=self.audit)
-        self._build_channels(router, Interactions(approvals=self.approvals, router=router,
-                                                  store=store))
-        for channel in list(self.channels.values()):
+                            settings=settings, scheduler=scheduler)
+        router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
+                        deliverer=deliverer, commands=commands, settings=settings,
+                        counted=self.metrics.routed)
+        approvals = ApprovalService(store.redis, settings=settings, channels=named,
+                                    router=router, audit=audit)
+        channels = build_channels(
+            settings, ingest=router.ingest,
+            interact=Interactions(approvals=approvals, router=router, store=store), into=named)
+        for channel in list(channels.by_name.values()):
             await channel.start()
-        self.workers = WorkerPool(queue=queue, runtime=runtime, channels=self.channels,
-                                  deliverer=deliverer, progress=progress, settings=settings,
-                                  model_ready=self.model_ready, approvals=self.approvals)
+            stack.push_async_callback(_quietly, channel.stop)
+
+        replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
+                          approvals=approvals)
+        execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
+                              replies=replies, settings=settings, model_ready=self.model_ready)
+        workers = WorkerPool(queue=queue, execution=execution, replies=replies,
+                             concurrency=settings.hermes_workers)
         if isinstance(store.redis, MultiplexedRedis):
             log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
-        await self.workers.start()
+        await workers.start()
+        stack.push_async_callback(self._stop_workers, workers)
         if settings.hermes_schedules_file is not None:
-            await self._load_schedules(settings.hermes_schedules_file)
-        self.scheduler.start()
-        self._start_telegram_leadership()
+            await _load_schedules(scheduler, settings.hermes_schedules_file)
+        scheduler.start()
+        stack.push_async_callback(scheduler.stop)
+        if channels.telegram is not None:
+            leader = telegram_leadership(settings, channels.telegram, store.redis,
+                                         store.keys.leader("telegram"))
+            leader.start()
+            stack.push_async_callback(leader.stop)
+        background = [asyncio.create_task(self._expire_approvals(approvals))]
         if settings.conversation_ttl > 0:
-            self._background.append(asyncio.create_task(self._sweep_idle()))
-        self._background.append(asyncio.create_task(self._expire_approvals()))
-        log.info("gateway ready: channels %s; model %s", ", ".join(sorted(self.channels)),
-                 self._model_status())
-
-    def _build_channels(self, router: Router, interact: Interact) -> None:
-        settings = self.settings
-        pacer = Pacer()
-        if settings.hermes_webhook_secrets:
-            self.webhook = WebhookChannel(
-                {k: v.get_secret_value() for k, v in settings.hermes_webhook_secrets.items()},
-                ingest=router.ingest, callback_hosts=settings.hermes_webhook_callback_hosts)
-            self.channels["webhook"] = self.webhook
-        if settings.slack_enabled:
-            assert settings.slack_bot_token is not None
-            self.slack = SlackChannel(
-                bot_token=settings.slack_bot_token.get_secret_value(),
-                signing_secret=_secret(settings.slack_signing_secret),
-                app_token=_secret(settings.slack_app_token), api_url=settings.slack_api_url,
-                ingest=router.ingest, interact=interact, progress=settings.slack_progress,
-                pacer=pacer)
-            self.channels["slack"] = self.slack
-        if settings.telegram_enabled:
-            assert settings.telegram_bot_token is not None
-            self.telegram = TelegramChannel(
-                token=settings.telegram_bot_token.get_secret_value(),
-                webhook_secret=_secret(settings.telegram_webhook_secret),
-                api_url=settings.telegram_api_url, ingest=router.ingest, interact=interact,
-                pacer=pacer)
-            self.channels["telegram"] = self.telegram
-
-    def _start_telegram_leadership(self) -> None:
-        telegram = self.telegram
-        if telegram is None or self.opened is None:
-            return
-        settings = self.settings
-        mode = settings.telegram_mode
-        if mode == "auto":
-            mode = "webhook" if settings.telegram_webhook_secret and settings.hermes_public_url \
-                else "polling"
-        if mode == "webhook" and not settings.hermes_public_url:
-            raise ConfigError("TELEGRAM_MODE=webhook needs HERMES_PUBLIC_URL (where Telegram "
-                              "can reach /telegram/webhook) and TELEGRAM_WEBHOOK_SECRET")
-        url = f"{(settings.hermes_public_url or '').rstrip('/')}/telegram/webhook"
-
-        async def elected() -> None:
-            if mode == "webhook":
-                await telegram.set_webhook(url)
-            else:
-                await telegram.start_polling()
-
-        leader = Leadership(self.opened.store.redis, self.opened.store.keys.leader("telegram"),
-                            on_elected=elected, on_lost=telegram.stop_polling)
-        self._leaders.append(leader)
-        leader.start()
-
-    async def _load_schedules(self, path: Path) -> None:
-        assert self.scheduler is not None
-        try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-            data = yaml.safe_load(text) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from exc
-        jobs = data.get("jobs", []) if isinstance(data, dict) else data
-        if not isinstance(jobs, list):
-            raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: expected a list of jobs")
-        try:
-            changed = await self.scheduler.load_file(jobs)
-        except ValueError as exc:
-            raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from None
-        log.info("schedules file: %d of %d jobs created or updated", changed, len(jobs))
+            background.append(asyncio.create_task(self._sweep_idle(opened)))
+        stack.push_async_callback(_end, background)
+        return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
+                     approvals, channels, workers)
 
     @property
     def stopping(self) -> bool:
@@ -212,43 +182,25 @@ class Gateway:
             return
         self._stop_began = time.monotonic()
         self._stopping.set()
-        if self.workers is not None:
-            await self.workers.pause()
-        if self.eventlog is not None:
-            self.eventlog.close_followers()
+        if self._parts is not None:
+            await self._parts.workers.pause()
+            self._parts.eventlog.close_followers()
 
     async def stop(self) -> None:
         """Stop taking work, finish running tasks (for up to HERMES_SHUTDOWN_GRACE seconds)
         or hand them back, close everything."""
         await self.begin_stop()
-        if self.scheduler is not None:
-            await self.scheduler.stop()
-        if self._background:
-            await asyncio.wait(self._background, timeout=10)
-        for task in self._background:
-            task.cancel()
-        for leader in self._leaders:
-            await leader.stop()
-        if self.workers is not None:
-            # The grace counts from the start of the stop (SIGTERM), not from here.
-            spent = time.monotonic() - self._stop_began
-            await self.workers.stop(max(0.0, self.settings.hermes_shutdown_grace - spent))
-        for channel in self.channels.values():
-            with contextlib.suppress(Exception):
-                await channel.stop()
-        if self.eventlog is not None:
-            await self.eventlog.stop()
-        if self.runtime is not None:
-            with contextlib.suppress(Exception):
-                await self.runtime.bus.drain()
-                await self.runtime.model.aclose()
-        if self.opened is not None:
-            await self.opened.close()
+        await self._stack.aclose()
+
+    async def _stop_workers(self, workers: WorkerPool) -> None:
+        # The grace counts from the start of the stop (SIGTERM), not from here.
+        spent = time.monotonic() - self._stop_began
+        await workers.stop(max(0.0, self.settings.hermes_shutdown_grace - spent))
 
     def _model_status(self) -> str:
         if not self.model_ready:
             return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
-        return self.runtime.model.name if self.runtime else "configured"
+        return self._parts.runtime.model.name if self._parts else "configured"
 
     async def _pause(self, seconds: float) -> bool:
         """Sleep, unless the gateway stops first; False once it is stopping."""
@@ -256,42 +208,67 @@ class Gateway:
             await asyncio.wait_for(self._stopping.wait(), seconds)
         return not self._stopping.is_set()
 
-    async def _expire_approvals(self, every: float = 2.0) -> None:
-        assert self.approvals is not None
+    async def _expire_approvals(self, approvals: ApprovalService, every: float = 2.0) -> None:
         while await self._pause(every):
             try:
-                await self.approvals.expire_due()
+                await approvals.expire_due()
             except Exception as exc:
                 log.warning("approval expiry failed: %s", exc)
 
-    async def _sweep_idle(self) -> None:
-        assert self.opened is not None
+    async def _sweep_idle(self, opened: OpenStore) -> None:
         while await self._pause(min(3600.0, max(10.0, self.settings.conversation_ttl / 10))):
             try:
-                await self.opened.store.sweep_idle(self.settings.conversation_ttl)
+                await opened.store.sweep_idle(self.settings.conversation_ttl)
             except Exception as exc:
                 log.warning("idle sweep failed: %s", exc)
 
     async def scrape(self) -> bytes:
         """The metrics exposition, with the gauges read now."""
-        if self.workers is not None:
-            self.metrics.active_tasks.set(self.workers.active)
-        if self.queue is not None:
+        if self._parts is not None:
+            self.metrics.active_tasks.set(self._parts.workers.active)
             with contextlib.suppress(Exception):  # the store's own state shows in /readyz
-                self.metrics.waiting.set(await self.queue.waiting())
+                self.metrics.waiting.set(await self._parts.queue.waiting())
         return self.metrics.exposition()
 
     async def health(self) -> dict[str, Any]:
         """What /readyz reports."""
-        assert self.opened is not None and self.queue is not None and self.workers is not None
         if self.stopping:
             raise GatewayStopping("the gateway is stopping")
-        await self.opened.store.ping()
-        return {"status": "ready", "store": self.opened.location,
-                "channels": sorted(self.channels), "model": self._model_status(),
-                "conversations_waiting": await self.queue.waiting(),
-                "active_here": self.workers.active}
+        parts = self.parts
+        await parts.opened.store.ping()
+        return {"status": "ready", "store": parts.opened.location,
+                "channels": sorted(parts.channels.by_name), "model": self._model_status(),
+                "conversations_waiting": await parts.queue.waiting(),
+                "active_here": parts.workers.active}
 
 
-def _secret(value: Any) -> str | None:
-    return value.get_secret_value() if value is not None else None
+async def _load_schedules(scheduler: Scheduler, path: Path) -> None:
+    try:
+        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+        data = yaml.safe_load(text) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from exc
+    jobs = data.get("jobs", []) if isinstance(data, dict) else data
+    if not isinstance(jobs, list):
+        raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: expected a list of jobs")
+    try:
+        changed = await scheduler.load_file(jobs)
+    except ValueError as exc:
+        raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from None
+    log.info("schedules file: %d of %d jobs created or updated", changed, len(jobs))
+
+
+async def _end(tasks: list[asyncio.Task[None]]) -> None:
+    """Background loops end at the stop signal; one that does not is cancelled."""
+    await asyncio.wait(tasks, timeout=10)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _quietly(close: Any) -> None:
+    """A closing step whose failure must not keep the others from running."""
+    try:
+        await close()
+    except Exception as exc:
+        log.warning("while stopping: %s: %s", type(exc).__name__, exc)

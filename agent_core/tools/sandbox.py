@@ -62,6 +62,13 @@ class Sandbox:
         return os.fdopen(open_for_write(path, append=append), "wb")
 
 
+def sandbox_dir(data_dir: Path, conversation_id: str, task_id: str) -> Path:
+    """Where a task's sandbox lives: under the data directory, one folder per
+    conversation, one per task within it."""
+    safe = conversation_id.replace("/", "_").replace(":", "_")
+    return Path(data_dir) / "sandboxes" / safe / task_id
+
+
 def resolve(workdir: Path, user_path: str) -> Path:
     """The absolute path of ``user_path`` inside ``workdir``, or ToolError saying why not."""
     if not user_path or not user_path.strip():

@@ -51,10 +51,10 @@ class Harness:
 
     async def wait_idle(self, timeout: float = 15.0) -> None:
         """Until no conversation has queued work and no worker is busy."""
-        assert self.gateway.queue is not None and self.gateway.workers is not None
+        assert self.gateway.parts.queue is not None and self.gateway.parts.workers is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if await self.gateway.queue.waiting() == 0 and self.gateway.workers.active == 0:
+            if await self.gateway.parts.queue.waiting() == 0 and self.gateway.parts.workers.active == 0:
                 return
             await asyncio.sleep(0.02)
         raise AssertionError("the gateway did not go idle")
@@ -157,8 +157,8 @@ async def make_gateway(aiohttp_client: Callable[..., Awaitable[TestClient]], red
         client = await aiohttp_client(app)
         made.append((client, prefix))
         gateway = app[GATEWAY]
-        assert gateway.workers is not None
-        gateway.workers.deliverer.base_delay = 0.05
+        assert gateway.parts.workers is not None
+        gateway.parts.deliverer.base_delay = 0.05
         return Harness(client, gateway, model_server, settings, slack_api, telegram_api)
 
     yield factory

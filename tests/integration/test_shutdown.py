@@ -54,14 +54,14 @@ async def test_a_stopping_gateway_finishes_its_task_and_hands_on_the_rest(
             events += chunk
     assert b"AGENT_STARTED" in events and b"AGENT_FINISHED" not in events
     await first.wait_for(lambda: first.gateway.stopping)
-    assert first.gateway.router is not None  # its socket is closed: queue a message directly
-    other = (await first.gateway.router.ingest(InboundMessage(
+    assert first.gateway.parts.router is not None  # its socket is closed: queue a message directly
+    other = (await first.gateway.parts.router.ingest(InboundMessage(
         channel="api", conversation_id="api:c2", user_id="api:u", text="other",
         is_direct=True, mentions_bot=True, platform_message_id="m-other"))).task_id
     assert other is not None
     await stopping
     assert time.monotonic() - began < 5, "it stopped once the running task was done"
-    assert first.gateway.workers is not None and first.gateway.workers.processed == 1, \
+    assert first.gateway.parts.workers is not None and first.gateway.parts.workers.processed == 1, \
         "the stopping gateway started nothing after the running task"
 
     second = await make_gateway(redis_prefix=first.settings.redis_prefix)
@@ -106,7 +106,7 @@ async def test_readiness_and_waiting_requests_when_stopping(
         make_gateway: GatewayFactory) -> None:
     h = await make_gateway(hermes_run_timeout=10)
     assert (await h.client.get("/readyz")).status == 200
-    assert h.gateway.workers is not None
+    assert h.gateway.parts.workers is not None
     await h.gateway.begin_stop()
     ready = await h.client.get("/readyz")
     assert ready.status == 503 and (await ready.json())["status"] == "stopping"
@@ -116,4 +116,4 @@ async def test_readiness_and_waiting_requests_when_stopping(
     assert response.status == 202 and time.monotonic() - began < 2
     body = await response.json()
     assert body["status"] == "queued"
-    assert h.gateway.workers.processed == 0
+    assert h.gateway.parts.workers.processed == 0

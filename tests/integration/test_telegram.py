@@ -170,7 +170,7 @@ async def test_only_one_replica_sets_the_webhook(make_gateway: GatewayFactory) -
     calls = first.telegram.of("setWebhook")
     assert len(calls) == 1 and calls[0]["url"] == "https://hermes.example.test/telegram/webhook"
     assert calls[0]["secret_token"] == TELEGRAM_SECRET
-    assert second.gateway.telegram is not None
+    assert second.gateway.parts.channels.telegram is not None
 
 
 async def test_long_polling_by_the_leader(make_gateway: GatewayFactory) -> None:

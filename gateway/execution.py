@@ -1,0 +1,179 @@
+"""Execution: carries out one queued item, as the task state machine says.
+
+``agent_core.lifecycle.next_step`` chooses what the item's task needs (start, resume with
+an approval or with the answer to its question, recover, redeliver, skip); this module
+does it with what only the gateway knows: who the sender is (their role and permissions),
+the task's sandbox, its channel's progress display, the conversation's stop and steer
+flags. A task it runs can be stopped by id (``/stop``, the API's cancel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, assert_never
+
+from adapters.base import Channel, InboundMessage
+from agent_core import (
+    Approval,
+    TaskControl,
+    TaskRequest,
+    TaskResult,
+    TaskState,
+)
+from agent_core.lifecycle import (
+    AnswerWaiting,
+    ApplyApproval,
+    Recover,
+    Redeliver,
+    Skip,
+    Start,
+    next_step,
+)
+from agent_core.report import TaskReport
+from agent_core.runtime import Runtime
+from agent_core.settings import missing_model_message
+from agent_core.tools.sandbox import sandbox_dir
+
+from .access import Roles
+from .progress import ProgressRelay
+from .queue import Head, WorkItem, WorkQueue
+from .replies import Replies
+from .settings import GatewaySettings
+
+log = logging.getLogger(__name__)
+
+
+class Execution:
+    """Runs the task of each item a worker hands over."""
+
+    def __init__(self, *, runtime: Runtime, queue: WorkQueue, channels: dict[str, Channel],
+                 progress: ProgressRelay, replies: Replies, settings: GatewaySettings,
+                 model_ready: bool) -> None:
+        self.runtime = runtime
+        self.queue = queue
+        self.channels = channels
+        self.progress = progress
+        self.replies = replies
+        self.settings = settings
+        self.roles = Roles.from_settings(settings)
+        self.model_ready = model_ready
+        self._running: dict[str, asyncio.Future[TaskResult]] = {}
+
+    def cancel(self, task_id: str) -> None:
+        """Stop task ``task_id`` if it runs here (the loop records the cancellation)."""
+        task = self._running.get(task_id)
+        if task is not None:
+            task.cancel()
+
+    def shutting_down(self) -> None:
+        """Tasks cancelled from now on are being handed to another process: they stay
+        "running", for ``recover`` there."""
+        self.runtime.loop.shutting_down = True
+
+    async def execute(self, head: Head) -> TaskResult | None:
+        """The item's task carried out: its result, or None when there is nothing to
+        deliver (cancelled before it started)."""
+        item = head.item
+        msg = item.inbound
+        if not self.model_ready:
+            return await self.replies.without_agent(item, missing_model_message(), "failed")
+        loop = self.runtime.loop
+        control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
+                              steering=self._steering(msg.conversation_id))
+        runner: Awaitable[TaskResult]
+        step = next_step(item.kind, head.task, head.waiting)
+        match step:
+            case Skip():
+                return None
+            case Redeliver(state=state):
+                return TaskResult.from_state(state)
+            case ApplyApproval():
+                assert item.approval is not None
+                decision = item.approval
+                runner = loop.resume(item.task_id, control=control, approval=Approval(
+                    approved=bool(decision["approved"]), by=str(decision["by"]),
+                    note=str(decision.get("note", "")), arguments=decision.get("arguments")))
+            case Recover():
+                runner = loop.recover(item.task_id, control=control)  # its worker died
+            case AnswerWaiting(task_id=waiting):
+                await self.runtime.store.set_waiting(msg.conversation_id, None)
+                await self._mark_merged(item.task_id, waiting, msg)
+                runner = loop.resume(waiting, reply=msg.text, control=control)
+            case Start(unattended=True):
+                assert item.schedule is not None
+                runner = loop.run(self._request(
+                    item, str(item.schedule["run_as"]), control, unattended=True,
+                    preapproved_tools=list(item.schedule["preapproved_tools"]),
+                    job_id=item.schedule["job_id"]))
+            case Start():
+                runner = loop.run(self._request(item, f"{msg.channel}:{msg.user_id}", control,
+                                                user_name=msg.user_name),
+                                  conversation=head.conversation)
+            case unknown:
+                assert_never(unknown)
+        return await self._follow(item, runner)
+
+    async def _follow(self, item: WorkItem, runner: Awaitable[TaskResult]) -> TaskResult:
+        """Run the task with its channel's progress display; a /stop ends it "cancelled"."""
+        msg = item.inbound
+        task = asyncio.ensure_future(runner)
+        self._running[item.task_id] = task
+        channel = self.channels.get(msg.channel)
+        if channel is not None and item.kind != "scheduled":
+            # Nobody waits on a scheduled run: post its answer, without a progress display.
+            await self.progress.begin(item.task_id, channel, msg.reply_target)
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            if self.runtime.loop.shutting_down:
+                raise
+            # /stop: the loop recorded the cancellation; tell the chat.
+            return TaskResult(item.task_id, item.task_id, msg.conversation_id, "cancelled",
+                              "Stopped.", TaskReport(outcome="cancelled"))
+        finally:
+            self._running.pop(item.task_id, None)
+            await self.progress.end(item.task_id)
+        if result.outcome == "asked_user":
+            await self.runtime.store.set_waiting(msg.conversation_id, result.task_id)
+        return result
+
+    def _request(self, item: WorkItem, identity: str, control: TaskControl,
+                 **extra: Any) -> TaskRequest:
+        """A new task for ``item``, run as ``identity`` with that identity's role."""
+        msg = item.inbound
+        role = self.roles.role_of(identity)
+        return TaskRequest(
+            text=msg.text, conversation_id=msg.conversation_id, user_id=identity, role=role,
+            permissions=self.roles.permissions_of(role), task_id=item.task_id,
+            trace_id=item.task_id,
+            workdir=sandbox_dir(self.settings.hermes_data_dir, msg.conversation_id,
+                                item.task_id),
+            data_dir=self.settings.hermes_data_dir,
+            extra={**self.settings.tool_extra(), "channel": msg.channel,
+                   "reply_target": msg.reply_target, **extra},
+            control=control)
+
+    async def _mark_merged(self, task_id: str, into: str, msg: InboundMessage) -> None:
+        """A reply to a waiting question continues that task; the new id points to it."""
+        state = TaskState(task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
+                          user_id=msg.user_id, role="user", permissions=[],
+                          instruction=msg.text, status="answered",
+                          answer=f"continued task {into}", extra={"continued": into})
+        await self.runtime.store.save_task(state)
+
+    def _interrupted(self, cid: str, task_id: str) -> Callable[[], Awaitable[bool]]:
+        async def interrupted() -> bool:
+            return bool({"interrupt", "stop"} & await self.queue.flags(cid, task_id))
+
+        return interrupted
+
+    def _steering(self, cid: str) -> Callable[[], Awaitable[list[str]]] | None:
+        if self.settings.hermes_busy_mode != "steer":
+            return None
+
+        async def steering() -> list[str]:
+            return [item.inbound.text for item in await self.queue.take_steering(cid)]
+
+        return steering

@@ -1,0 +1,103 @@
+"""Replies: what a task's end becomes in its chat.
+
+An answer, a question with its buttons, an approval prompt (opened, posted, and its
+message remembered so the decision can replace it), an error; a scheduled run that did not
+answer tells its target and its owner. A task the agent could not run at all (no model, a
+crash, too many attempts) is still ended properly: its state and an AGENT_FINISHED event
+are recorded, so the chat and the task API say the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from adapters.base import Channel, InboundMessage, OutboundKind, OutboundMessage
+from agent_core import Event, EventType, TaskResult, TaskState, TaskStatus
+from agent_core.report import TaskReport
+from agent_core.runtime import Runtime
+
+from .approvals import ApprovalService
+from .delivery import Deliverer
+from .queue import WorkItem
+
+log = logging.getLogger(__name__)
+
+_KINDS: dict[TaskStatus, OutboundKind] = {"answered": "answer", "asked_user": "question",
+                                          "awaiting_approval": "approval"}
+
+
+class Replies:
+    """Delivers the outcome of each task to where its message came from."""
+
+    def __init__(self, *, runtime: Runtime, deliverer: Deliverer,
+                 channels: dict[str, Channel], approvals: ApprovalService | None) -> None:
+        self.runtime = runtime
+        self.deliverer = deliverer
+        self.channels = channels
+        self.approvals = approvals
+
+    async def deliver(self, item: WorkItem, result: TaskResult) -> None:
+        """The reply for a task that ended or paused."""
+        if item.kind == "scheduled" and result.outcome != "answered":
+            await self._scheduled_failure(item, result)
+            return
+        msg = item.inbound
+        if result.superseded:
+            return  # interrupted by the next message, which answers instead
+        if result.outcome == "awaiting_approval" and self.approvals is not None \
+                and result.approval is not None:
+            prompt = await self.approvals.open(result, msg)
+            sent = await self.deliverer.deliver(prompt)
+            if sent is not None:
+                await self.approvals.remember_message(result.approval.id, sent.ref)
+            return
+        await self.deliverer.deliver(msg.reply(
+            result.text, _KINDS.get(result.outcome, "error"), task_id=result.task_id,
+            choices=result.question.choices if result.question else [],
+            approval=result.approval.model_dump() if result.approval else None))
+
+    async def without_agent(self, item: WorkItem, text: str, outcome: TaskStatus
+                            ) -> TaskResult:
+        """End a task the agent could not run (no model, repeated crashes): record the
+        state and an AGENT_FINISHED event, so the chat and the task API both say why."""
+        msg = item.inbound
+        state = TaskState(task_id=item.task_id, trace_id=item.task_id,
+                          conversation_id=msg.conversation_id, user_id=msg.user_id,
+                          role="", permissions=[], instruction=msg.text, status=outcome,
+                          result_text=text, error=text)
+        report = TaskReport(outcome=outcome, error=text)
+        state.report = report.to_dict()
+        await self.runtime.store.save_task(state)
+        self.runtime.bus.emit(Event(EventType.AGENT_FINISHED, item.task_id, msg.conversation_id,
+                                    0, {"outcome": outcome, "text": text,
+                                        "report": state.report}, task_id=item.task_id))
+        return TaskResult(item.task_id, item.task_id, msg.conversation_id, outcome, text,
+                          report, error=text)
+
+    async def _scheduled_failure(self, item: WorkItem, result: TaskResult) -> None:
+        """A scheduled run that did not answer: tell the target and the job's owner."""
+        assert item.schedule is not None
+        msg = item.inbound
+        notice = (f"The scheduled report {item.schedule['name']!r} "
+                  f"(job {item.schedule['job_id']}) did not complete: {result.text}")
+        await self.deliverer.deliver(msg.reply(notice, "error", task_id=result.task_id))
+        await self._tell_owner(item, msg, notice, result.task_id)
+
+    async def _tell_owner(self, item: WorkItem, msg: InboundMessage, notice: str,
+                          task_id: str) -> None:
+        assert item.schedule is not None
+        owner = str(item.schedule.get("owner") or "")
+        channel_name, _, user = owner.partition(":")
+        channel = self.channels.get(channel_name)
+        if channel is None or not user:
+            return
+        try:
+            target: dict[str, Any] = await channel.direct_target(user)
+        except Exception as exc:  # NotImplementedError for pull channels, API errors
+            log.info("cannot notify the owner %s of job %s: %s", owner,
+                     item.schedule["job_id"], exc)
+            return
+        await self.deliverer.deliver(OutboundMessage(
+            channel=channel.name, conversation_id=msg.conversation_id, reply_target=target,
+            text=notice, kind="error", task_id=task_id))
