@@ -1,0 +1,17 @@
+"""The HTTP API, one module per resource. Every route answers JSON; bad input gets a 4xx
+with a reason."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from . import approvals, audit, conversations, schedules, service, tasks
+from ._http import GATEWAY, parse
+
+__all__ = ["GATEWAY", "parse", "setup"]
+
+
+def setup(app: web.Application) -> None:
+    """Register every API route."""
+    for resource in (tasks, conversations, approvals, audit, schedules, service):
+        resource.setup(app)

@@ -1,0 +1,100 @@
+"""Approvals: decide a paused tool call (optionally with edited arguments), read one, and
+the signed approve / reject links sent with webhook callbacks."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..approvals import Decision, approval_signature
+from ._http import GATEWAY, bad, identity_of, parse
+
+
+class ApprovalRequest(BaseModel):
+    """Body of POST /agent/approvals/{id}."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool
+    note: str = Field("", max_length=500)
+    #: Edit-before-approve: replaces the tool call's arguments.
+    arguments: dict[str, Any] | None = None
+    user_id: str | None = Field(None, min_length=1, max_length=200)
+
+
+_DECISION_STATUS = {"decided": 200, "forbidden": 403, "unknown": 404, "already": 409,
+                    "expired": 409}
+
+
+async def decide_approval(request: web.Request) -> web.Response:
+    """Approve or reject a paused tool call (optionally with edited arguments)."""
+    gateway = request.app[GATEWAY]
+    body = await parse(request, ApprovalRequest)
+    actor = identity_of(request, body.user_id)
+    decision = await gateway.parts.approvals.decide(
+        request.match_info["approval_id"], approved=body.approved, actor=actor,
+        actor_name=actor, note=body.note, arguments=body.arguments)
+    return _decision_response(decision, decided_by=decision.by_name or decision.by)
+
+
+def _decision_response(decision: Decision, **extra: Any) -> web.Response:
+    payload = {"outcome": decision.outcome, "status": decision.status, **extra,
+               "message": decision.message}
+    if decision.outcome != "decided":
+        payload["error"] = decision.message
+    return web.json_response(payload, status=_DECISION_STATUS[decision.outcome])
+
+
+async def get_approval(request: web.Request) -> web.Response:
+    """A pending or decided approval."""
+    gateway = request.app[GATEWAY]
+    record = await gateway.parts.approvals.get(request.match_info["approval_id"])
+    if record is None:
+        raise bad(404, "no such approval")
+    keep = ("id", "status", "task_id", "conversation_id", "tool", "reason", "requester",
+            "created_at", "expires_at", "decided_by", "decided_at", "note")
+    view: dict[str, Any] = {k: record.get(k) for k in keep}
+    view["arguments"] = json.loads(record["arguments"])
+    return web.json_response(view)
+
+
+async def webhook_approval(request: web.Request) -> web.Response:
+    """A signed approve/reject link sent with a webhook callback."""
+    gateway = request.app[GATEWAY]
+    source = request.match_info["source"]
+    approval_id = request.match_info["approval_id"]
+    decision = request.match_info["decision"]
+    if request.method not in ("GET", "POST"):
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+    if decision not in ("approve", "reject"):
+        raise bad(404, "the decision must be approve or reject")
+    secret = gateway.settings.hermes_webhook_secrets.get(source)
+    exp = request.query.get("exp", "")
+    sig = request.query.get("sig", "")
+    if secret is None:
+        raise bad(404, f"unknown webhook source {source!r}")
+    expected = approval_signature(secret.get_secret_value(), approval_id, decision, exp)
+    if not exp.isdigit() or not hmac.compare_digest(expected, sig):
+        raise bad(401, "bad or missing signature")
+    if int(exp) < time.time():
+        raise bad(410, "this link has expired")
+    record = await gateway.parts.approvals.get(approval_id)
+    if record is None:
+        raise bad(404, "no such approval")
+    # The source signed this link for its user: decide as the person who asked.
+    return _decision_response(await gateway.parts.approvals.decide(
+        approval_id, approved=decision == "approve", actor=record["requester"],
+        actor_name=record["requester_name"]))
+
+
+def setup(app: web.Application) -> None:
+    """Register the approval routes."""
+    app.router.add_post("/agent/approvals/{approval_id}", decide_approval)
+    app.router.add_get("/agent/approvals/{approval_id}", get_approval)
+    app.router.add_route("*", "/webhook/{source}/approvals/{approval_id}/{decision}",
+                         webhook_approval)

@@ -1,0 +1,180 @@
+"""Tasks: run one (waiting for its answer, or not), read it, follow its events as
+server-sent events (resuming after Last-Event-ID), cancel it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from adapters.base import InboundMessage, Routed
+from agent_core import PAUSED, TERMINAL, TaskState
+
+from ..service import Gateway
+from ._http import GATEWAY, LOCAL_ID, bad, channel_of, parse
+
+
+class RunRequest(BaseModel):
+    """Body of POST /agent/run and /agent/run-async."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=20_000)
+    conversation_id: str | None = Field(None, pattern=LOCAL_ID)
+    user_id: str | None = Field(None, min_length=1, max_length=200)
+
+
+def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
+    channel = channel_of(request)
+    cid = body.conversation_id or uuid.uuid4().hex
+    return InboundMessage(
+        channel=channel, conversation_id=f"{channel}:{cid}",
+        user_id=body.user_id or f"{channel}-user", text=body.text, is_direct=True,
+        mentions_bot=True, platform_message_id=request.headers.get("Idempotency-Key"))
+
+
+async def _submit(request: web.Request) -> tuple[InboundMessage, Routed]:
+    """Route the request's message: a task, or a command answered at once."""
+    gateway = request.app[GATEWAY]
+    body = await parse(request, RunRequest)
+    msg = _inbound(body, request)
+    routed = await gateway.parts.router.ingest(msg)
+    if routed.status == "duplicate":
+        raise bad(409, "a request with this Idempotency-Key was already accepted")
+    if routed.status != "command" and routed.task_id is None:
+        raise bad(400, f"not accepted: {routed.status} ({routed.reason})")
+    return msg, routed
+
+
+def _command_answer(msg: InboundMessage, routed: Routed) -> web.Response:
+    return web.json_response({"status": "command", "command": routed.reason,
+                              "text": routed.reply, "conversation_id": msg.conversation_id})
+
+
+async def run_async(request: web.Request) -> web.Response:
+    """Queue a task; answer at once with its id."""
+    msg, routed = await _submit(request)
+    if routed.task_id is None:
+        return _command_answer(msg, routed)
+    task_id = routed.task_id
+    return web.json_response({"task_id": task_id, "status": "queued",
+                              "status_url": f"/agent/tasks/{task_id}",
+                              "events_url": f"/agent/tasks/{task_id}/events"}, status=202)
+
+
+async def run_sync(request: web.Request) -> web.Response:
+    """Run a task and wait for its answer (or until HERMES_RUN_TIMEOUT: then 202)."""
+    msg, routed = await _submit(request)
+    if routed.task_id is None:
+        return _command_answer(msg, routed)
+    gateway, task_id = request.app[GATEWAY], routed.task_id
+    deadline = time.monotonic() + gateway.settings.hermes_run_timeout
+    try:
+        async with asyncio.timeout(gateway.settings.hermes_run_timeout):
+            async for event in gateway.parts.eventlog.follow(task_id):
+                if event.get("type") == "AGENT_FINISHED":
+                    outcome = (event.get("payload") or {}).get("outcome")
+                    if outcome in TERMINAL or outcome in PAUSED:
+                        break
+                if time.monotonic() > deadline:
+                    break
+    except TimeoutError:
+        pass
+    view = await _task_view(gateway, task_id)
+    status = 200 if view["status"] in TERMINAL | PAUSED else 202
+    return web.json_response(view, status=status)
+
+
+async def get_task(request: web.Request) -> web.Response:
+    """A task's status, result and TaskReport."""
+    gateway = request.app[GATEWAY]
+    return web.json_response(await _task_view(gateway, request.match_info["task_id"]))
+
+
+async def _task_view(gateway: Gateway, task_id: str) -> dict[str, Any]:
+    return view_of(await load_task(gateway, task_id))
+
+
+async def load_task(gateway: Gateway, task_id: str) -> TaskState:
+    """The task's state, or 404."""
+    state = await gateway.parts.opened.store.load_task(task_id)
+    if state is None:
+        raise bad(404, f"no task {task_id!r}")
+    return state
+
+
+def view_of(state: TaskState) -> dict[str, Any]:
+    """The public view of a task."""
+    return {
+        "task_id": state.task_id, "conversation_id": state.conversation_id,
+        "status": state.status, "text": state.result_text, "answer": state.answer,
+        "question": state.question.model_dump() if state.question else None,
+        "approval": state.approval.model_dump() if state.approval else None,
+        "error": state.error, "report": state.report or None, "rounds": state.round,
+        "created_at": state.created_at, "updated_at": state.updated_at,
+        "continued_in": state.extra.get("continued"),
+        "events_url": f"/agent/tasks/{state.task_id}/events",
+    }
+
+
+async def task_events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: the task's past events, then live ones; resumes after
+    Last-Event-ID; ends once the task has finished."""
+    gateway = request.app[GATEWAY]
+    task_id = request.match_info["task_id"]
+    await load_task(gateway, task_id)  # 404 for unknown tasks
+    after = request.headers.get("Last-Event-ID") or request.query.get("after") or "0-0"
+    if not _valid_stream_id(after):
+        raise bad(400, "Last-Event-ID must be a stream id like 1712345678901-0")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    try:
+        async for event in gateway.parts.eventlog.follow(task_id, after):
+            if event["type"] == "KEEPALIVE":
+                await response.write(b": keepalive\n\n")
+                continue
+            data = json.dumps(event, ensure_ascii=False)
+            await response.write(f"id: {event['id']}\nevent: {event['type']}\n"
+                                 f"data: {data}\n\n".encode())
+            if event["type"] == "AGENT_FINISHED" and \
+                    (event.get("payload") or {}).get("outcome") in TERMINAL:
+                break
+    except (ConnectionResetError, asyncio.CancelledError):
+        return response
+    await response.write_eof()
+    return response
+
+
+def _valid_stream_id(value: str) -> bool:
+    head, _, tail = value.partition("-")
+    return head.isdigit() and (tail.isdigit() or tail == "")
+
+
+async def cancel_task(request: web.Request) -> web.Response:
+    """Stop a running task, or drop a queued one."""
+    gateway = request.app[GATEWAY]
+    state = await load_task(gateway, request.match_info["task_id"])
+    if state.status == "queued":
+        state.status, state.result_text = "cancelled", "Cancelled before it started."
+        await gateway.parts.opened.store.save_task(state)
+        return web.json_response({"task_id": state.task_id, "status": "cancelled"})
+    if state.status != "running":
+        raise bad(409, f"task is {state.status}, not running")
+    await gateway.parts.queue.signal(state.conversation_id, "stop", state.task_id)
+    return web.json_response({"task_id": state.task_id, "status": "stopping"}, status=202)
+
+
+def setup(app: web.Application) -> None:
+    """Register the task routes."""
+    app.router.add_post("/agent/run", run_sync)
+    app.router.add_post("/agent/run-async", run_async)
+    app.router.add_get("/agent/tasks/{task_id}", get_task)
+    app.router.add_get("/agent/tasks/{task_id}/events", task_events)
+    app.router.add_post("/agent/tasks/{task_id}/cancel", cancel_task)
