@@ -1,0 +1,50 @@
+"""Channels: the contract between the chat platforms and the gateway, and one adapter per
+platform (Slack, Telegram, signed webhooks, the web chat and the API). A platform's adapter
+is imported when first used, so a deployment without it never loads its SDK."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_core import lazy_exports
+
+from .base import (
+    Channel,
+    ChannelName,
+    InboundMessage,
+    Ingest,
+    Interact,
+    Interaction,
+    InteractionReply,
+    OutboundMessage,
+    Routed,
+)
+from .errors import DeliveryError, GatewayStopping
+
+if TYPE_CHECKING:
+    from .slack import SlackChannel
+    from .telegram import TelegramChannel
+    from .webchat import PullChannel
+    from .webhook import WebhookChannel
+
+__all__ = [
+    "Channel",
+    "ChannelName",
+    "DeliveryError",
+    "GatewayStopping",
+    "InboundMessage",
+    "Ingest",
+    "Interact",
+    "Interaction",
+    "InteractionReply",
+    "OutboundMessage",
+    "PullChannel",
+    "Routed",
+    "SlackChannel",
+    "TelegramChannel",
+    "WebhookChannel",
+]
+
+__getattr__ = lazy_exports(__name__, {
+    "SlackChannel": "slack", "TelegramChannel": "telegram", "PullChannel": "webchat",
+    "WebhookChannel": "webhook"})

@@ -14,6 +14,7 @@ from .errors import (
     ToolError,
 )
 from .events import Event, EventBus, EventType
+from .exports import lazy_exports
 from .loop import Approval, LoopConfig, TaskLoop
 from .messages import Message, ToolCall
 from .parser import DecisionParser
@@ -78,6 +79,7 @@ __all__ = [
     "ToolExecutor",
     "ToolRegistry",
     "ToolResult",
+    "lazy_exports",
     "load_settings",
     "tool",
 ]

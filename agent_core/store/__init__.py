@@ -6,9 +6,9 @@ when first used, so that ``import agent_core`` does not load redis-py.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..exports import lazy_exports
 from .base import ArchiveHit, BoundMemory, ConversationStore, Snapshot, WindowSize
 from .keys import CONVERSATION_ID, Keys, check_conversation_id
 from .memory import MemoryConversationStore
@@ -50,10 +50,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

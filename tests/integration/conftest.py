@@ -54,7 +54,8 @@ class Harness:
         assert self.gateway.parts.queue is not None and self.gateway.parts.workers is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if await self.gateway.parts.queue.waiting() == 0 and self.gateway.parts.workers.active == 0:
+            parts = self.gateway.parts
+            if await parts.queue.waiting() == 0 and parts.workers.active == 0:
                 return
             await asyncio.sleep(0.02)
         raise AssertionError("the gateway did not go idle")

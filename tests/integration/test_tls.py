@@ -220,7 +220,10 @@ async def test_a_client_certificate_is_presented_when_configured(
 
 async def test_the_gateway_runs_on_a_tls_store(tls_redis: TLSRedis,
                                                make_gateway: GatewayFactory) -> None:
-    h = await make_gateway(redis_url=tls_redis.url())
+    # Few workers, so the start warms few pooled connections: every TLS handshake runs in
+    # the front's one Python thread, and forty at once can outlast the connect timeout on
+    # a busy machine.
+    h = await make_gateway(redis_url=tls_redis.url(), hermes_workers=2)
     h.model.responder = answer_echo
     response = await h.client.post("/agent/run", json={"text": "over tls",
                                                          "conversation_id": "tls-1"})
