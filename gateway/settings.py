@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from agent_core import Settings
 from agent_core.settings import comma_list
+from hub import HubSettings
 
 
 class ApproverRule(BaseModel):
@@ -28,8 +28,9 @@ class ApproverRule(BaseModel):
     self_approval: bool = True
 
 
-class GatewaySettings(Settings):
-    """Every setting of a gateway process."""
+class GatewaySettings(HubSettings):
+    """Every setting of a gateway process (the hub's included: the gateway's agent hands
+    work to hub agents)."""
 
     # --- gateway service ---------------------------------------------------------------
     hermes_host: str = "127.0.0.1"

@@ -107,7 +107,7 @@ class EmbeddedValkey:
 
     async def _spawn(self) -> ServerInfo:
         password = self._password()
-        port = self.port or _free_port()
+        port = self.port or free_port()
         sock = self.dir / "valkey.sock"
         unix = str(sock) if len(str(sock).encode()) < _MAX_SOCKET_PATH else None
         config = self.dir / _CONFIG_FILE
@@ -182,16 +182,7 @@ class EmbeddedValkey:
             await asyncio.to_thread(process.wait)
 
     def _password(self) -> str:
-        """The server's password, generated once per data directory and kept (0600) so
-        clients keep working across restarts of the server."""
-        path = self.dir / "password"
-        try:
-            return path.read_text().strip()
-        except FileNotFoundError:
-            password = secrets.token_urlsafe(24)
-            path.touch(mode=0o600)
-            path.write_text(password)
-            return password
+        return kept_secret(self.dir / "password")
 
     def _read_state(self) -> ServerInfo | None:
         try:
@@ -229,8 +220,21 @@ async def _ping(info: ServerInfo) -> bool:
             await writer.wait_closed()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback TCP port nobody listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def kept_secret(path: Path) -> str:
+    """A server's password, generated once per data directory and kept (0600) so that
+    clients keep working across restarts of the server."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        password = secrets.token_urlsafe(24)
+        path.touch(mode=0o600)
+        path.write_text(password)
+        return password
 

@@ -1,0 +1,176 @@
+"""Agents as plugins: a small base that knows nothing of NATS, and the runner that puts
+one on the bus.
+
+An ``Agent`` answers ``on_message(request)`` with a ``TaskResponse`` and may ``publish``
+other messages (a log event, a context update). ``AgentRunner`` pulls the agent's requests
+from its durable consumer (every running copy of one agent id pulls from the same one),
+answers a request that breaks a rule with a failed response naming the field and the rule,
+publishes the agent's answer, and only then acknowledges the request. A handler that
+fails has its request redelivered with backoff; after the last delivery the request goes
+to the dead-letter stream and the caller gets a failed response. A request whose copy died
+before acknowledging is redelivered (to another copy) when its ack wait runs out.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from .bus import TASKS, Bus, Headers, reply_subject, request_subject
+from .messages import Envelope, TaskRequest, TaskResponse, Violation, parse
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[str, Envelope], Awaitable[bool]]
+
+
+class Agent(abc.ABC):
+    """A hub agent: an id, the capabilities it offers (nouns), and how it answers."""
+
+    agent_id: str
+    capabilities: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self._publish: Publish | None = None
+
+    @abc.abstractmethod
+    async def on_message(self, request: TaskRequest) -> TaskResponse:
+        """Answer one request (``respond`` builds the response for it)."""
+
+    async def publish(self, subject: str, message: Envelope) -> bool:
+        """Send another message on the hub (the runner adds the request's headers)."""
+        if self._publish is None:
+            raise RuntimeError(f"agent {self.agent_id!r} is not running on a hub")
+        return await self._publish(subject, message)
+
+    def respond(self, request: TaskRequest, status: str, result: dict[str, object] | None
+                = None, *, error_code: str | None = None) -> TaskResponse:
+        """The response to ``request`` from this agent."""
+        return TaskResponse.model_validate({
+            "sender_id": self.agent_id, "receiver_id": request.sender_id,
+            "correlation_id": request.correlation_id, "task_id": request.task_id,
+            "status": status, "result": result or {}, "error_code": error_code})
+
+
+class AgentRunner:
+    """Runs one copy of an agent on the bus until stopped."""
+
+    def __init__(self, bus: Bus, agent: Agent) -> None:
+        self.bus = bus
+        self.agent = agent
+        self.handled = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    async def start(self) -> None:
+        """Bind to the agent's durable consumer and start pulling."""
+        settings = self.bus.settings
+        durable = f"agent_{self.agent.agent_id}".replace(".", "_")
+        config = ConsumerConfig(
+            durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL, ack_wait=settings.hub_ack_wait,
+            max_deliver=settings.hub_max_deliver,
+            filter_subject=request_subject(self.agent.agent_id))
+        self._subscription = await self.bus.js.pull_subscribe(
+            request_subject(self.agent.agent_id), durable=durable, stream=TASKS,
+            config=config)
+        self._task = asyncio.create_task(self._pull(), name=f"agent-{self.agent.agent_id}")
+
+    async def stop(self) -> None:
+        """Stop pulling; a request being handled finishes first."""
+        self._stopping.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=10)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):  # its connection may be gone already
+            await self._subscription.unsubscribe()
+
+    async def _pull(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                messages = await self._subscription.fetch(1, timeout=1.0)
+            except NatsTimeout:
+                continue
+            except Exception as exc:  # the server is away: keep trying, never die
+                log.warning("agent %s cannot pull: %s", self.agent.agent_id, exc)
+                await asyncio.sleep(1.0)
+                continue
+            for msg in messages:
+                await self._handle(msg)
+
+    async def _handle(self, msg: Msg) -> None:
+        try:
+            message = parse(msg.data)
+        except Violation as exc:
+            await self._refuse(msg, exc)
+            return
+        headers = Headers.of(msg, message)
+        if not isinstance(message, TaskRequest):
+            await self._refuse(msg, Violation("type", f"{self.agent.agent_id!r} takes "
+                                              "task_request messages only",
+                                              message_id=message.message_id,
+                                              sender_id=message.sender_id))
+            return
+
+        async def publish(subject: str, envelope: Envelope) -> bool:
+            return await self.bus.publish(subject, envelope, headers)
+
+        self.agent._publish = publish
+        try:
+            response = await self.agent.on_message(message)
+        except Exception as exc:
+            await self._failed(msg, message, headers, exc)
+            return
+        await self.bus.publish(reply_subject(message.sender_id), response, headers)
+        await msg.ack()
+        self.handled += 1
+
+    async def _failed(self, msg: Msg, request: TaskRequest, headers: Headers,
+                      exc: Exception) -> None:
+        delivered = msg.metadata.num_delivered
+        log.warning("agent %s failed on %s (delivery %d): %s: %s", self.agent.agent_id,
+                    request.task_id, delivered, type(exc).__name__, exc)
+        if delivered < self.bus.settings.hub_max_deliver:
+            await msg.nak(delay=min(30.0, 0.5 * 2 ** (delivered - 1)))
+            return
+        await self.bus.publish(f"dead.{self.agent.agent_id}", request, headers)
+        await self.bus.publish(reply_subject(request.sender_id), self.agent.respond(
+            request, "failed", {"error": f"{type(exc).__name__} on every delivery",
+                                "deliveries": delivered}, error_code="AGENT_FAILED"), headers)
+        await msg.term()
+
+    async def _refuse(self, msg: Msg, violation: Violation) -> None:
+        """A request that breaks a rule: answered failed (the field and the rule), not
+        redelivered."""
+        sender = violation.sender_id
+        if sender:
+            correlation = (msg.headers or {}).get("Correlation-ID") or violation.message_id \
+                or "unknown"
+            await self.bus.publish(reply_subject(sender), TaskResponse(
+                sender_id=self.agent.agent_id, receiver_id=sender, correlation_id=correlation,
+                task_id=_task_id(msg.data) or violation.message_id or "unknown", status="failed",
+                error_code="INVALID_MESSAGE",
+                result={"field": violation.field, "rule": violation.rule}),
+                Headers(correlation, correlation))
+        else:
+            log.warning("agent %s dropped a message with no sender: %s", self.agent.agent_id,
+                        violation)
+        await msg.term()
+
+
+def _task_id(raw: bytes) -> str | None:
+    """The task id a message that broke a rule still names, if any."""
+    with contextlib.suppress(ValueError, AttributeError):
+        value = json.loads(raw).get("task_id")
+        return value if isinstance(value, str) and value else None
+    return None

@@ -1,0 +1,159 @@
+"""The bus: HMP messages on NATS JetStream.
+
+Subjects: ``task.request.<agent_id>`` (stream ``HMP_TASKS``: persisted, explicit ack, one
+durable consumer per agent id, which every running copy of the agent pulls from, so a
+second copy scales it out), answers on ``reply.<sender_id>`` (stream ``HMP_REPLIES``, also
+delivered to the waiting caller), requests that failed every delivery on
+``dead.<agent_id>`` (stream ``HMP_DEAD``). Every publish carries ``Nats-Msg-Id`` (the
+message id: JetStream drops a second publish of it within the duplicate window) and the
+``Correlation-ID`` and ``Trace-ID`` headers, which every hop copies onto what it sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import BadRequestError
+
+from .messages import Envelope, TaskRequest, TaskResponse, Violation, parse
+from .server import EmbeddedNats
+from .settings import HubSettings
+
+log = logging.getLogger(__name__)
+
+TASKS, REPLIES, DEAD = "HMP_TASKS", "HMP_REPLIES", "HMP_DEAD"
+CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
+_DUPLICATE_WINDOW = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Headers:
+    """The headers a hop copies onto everything it sends."""
+
+    correlation_id: str
+    trace_id: str
+
+    @classmethod
+    def of(cls, msg: Msg, envelope: Envelope | None = None) -> Headers:
+        """Those of a received message (falling back to its envelope)."""
+        headers = msg.headers or {}
+        correlation = headers.get(CORRELATION) or (envelope.correlation_id if envelope
+                                                   else uuid.uuid4().hex)
+        return cls(correlation, headers.get(TRACE) or correlation)
+
+
+def request_subject(agent_id: str) -> str:
+    """Where requests for agent ``agent_id`` go."""
+    return f"task.request.{agent_id}"
+
+
+def reply_subject(sender_id: str) -> str:
+    """Where answers for ``sender_id`` go."""
+    return f"reply.{sender_id}"
+
+
+class Bus:
+    """A connection to the hub: publish HMP messages, wait for answers."""
+
+    def __init__(self, nc: Client, settings: HubSettings,
+                 embedded: EmbeddedNats | None = None) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.settings = settings
+        self.embedded = embedded
+
+    @classmethod
+    async def connect(cls, settings: HubSettings) -> Bus:
+        """Connect to NATS_URL, or start (or reuse) the embedded server; streams ready."""
+        embedded = None
+        if settings.nats_url:
+            servers = [u.get_secret_value() for u in settings.nats_url]
+        else:
+            embedded = EmbeddedNats(settings.hermes_data_dir)
+            servers = [(await embedded.start()).url]
+        options: dict[str, Any] = {"name": "hermes-hub", "max_reconnect_attempts": -1}
+        if settings.nats_creds_file:
+            options["user_credentials"] = settings.nats_creds_file
+        try:
+            nc = await nats.connect(servers, **options)
+        except Exception:
+            if embedded is not None:
+                await embedded.stop()
+            raise
+        bus = cls(nc, settings, embedded)
+        await bus.ensure_streams()
+        return bus
+
+    async def ensure_streams(self) -> None:
+        """The hub's streams, created or brought to this configuration."""
+        retention = self.settings.hub_request_retention
+        for name, subjects in ((TASKS, ["task.request.>"]), (REPLIES, ["reply.>"]),
+                               (DEAD, ["dead.>"])):
+            config = StreamConfig(name=name, subjects=subjects,
+                                  retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
+                                  max_age=retention if name != DEAD else None,
+                                  duplicate_window=_DUPLICATE_WINDOW)
+            try:
+                await self.js.add_stream(config)
+            except BadRequestError:
+                await self.js.update_stream(config)
+
+    async def publish(self, subject: str, message: Envelope, headers: Headers) -> bool:
+        """Persist ``message`` on ``subject``; False when JetStream already had it (the
+        same message id within the duplicate window)."""
+        ack = await self.js.publish(subject, message.to_json(), headers={
+            MSG_ID: message.message_id, CORRELATION: headers.correlation_id,
+            TRACE: headers.trace_id})
+        if ack.duplicate:
+            log.info("duplicate publish of %s on %s dropped", message.message_id, subject)
+        return not ack.duplicate
+
+    async def request(self, receiver: str, request: TaskRequest) -> TaskResponse:
+        """Send ``request`` to agent ``receiver`` and wait for its answer until the
+        request's deadline; then the answer is a failed response with TIMEOUT."""
+        headers = Headers(request.correlation_id, request.correlation_id)
+        answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
+
+        async def on_reply(msg: Msg) -> None:
+            try:
+                message = parse(msg.data)
+            except Violation as exc:
+                log.warning("unreadable answer for %s: %s", request.sender_id, exc)
+                return
+            if isinstance(message, TaskResponse) and message.task_id == request.task_id \
+                    and not answered.done():
+                answered.set_result(message)
+
+        subscription = await self.nc.subscribe(reply_subject(request.sender_id),
+                                               cb=on_reply)
+        try:
+            await self.publish(request_subject(receiver), request.model_copy(
+                update={"receiver_id": receiver}), headers)
+            async with asyncio.timeout(request.deadline_ms / 1000):
+                return await answered
+        except TimeoutError:
+            return TaskResponse(sender_id="hub", receiver_id=request.sender_id,
+                                correlation_id=request.correlation_id,
+                                task_id=request.task_id, status="failed", error_code="TIMEOUT",
+                                result={"error": f"no answer within {request.deadline_ms} ms"})
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def close(self) -> None:
+        """Close the connection (every publish was acknowledged when it returned); stop
+        the embedded server if this process started it."""
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+        if self.embedded is not None:
+            await self.embedded.stop()

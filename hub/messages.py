@@ -1,0 +1,231 @@
+"""HMP v1: the six message types agents exchange on the hub, and their rules.
+
+Every message is one JSON object: the envelope (``type``, ``message_id``, ``sender_id``,
+``receiver_id``, ``correlation_id``, ``timestamp``, ``content_type``) and the type's own
+fields at the top level. ``parse`` reads one and raises ``Violation`` naming the field and
+the rule it breaks; a caller is always answered with that, never silence.
+
+=================  ==========================================================================
+task_request       task_id, intent, arguments, deadline_ms (required, 1..300000)
+task_response      task_id, status (success / failed / partial), result, error_code;
+                   partial: result.next_steps is a list of how to continue
+context_update     context_id, version, data (gzip then base64, at most 2 MB decoded),
+                   expires_at
+tool_call          tool_name, parameters, caller_id
+heartbeat          agent_id, load_percent, memory_used_mb, capabilities (nouns), version,
+                   endpoint
+log_event          level (info / warn / error), event_type, details (flat key-value only)
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import io
+import json
+import time
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+VERSION = "1"
+MAX_DEADLINE_MS = 300_000
+MAX_CONTEXT_BYTES = 2 * 1024 * 1024
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+_CAPABILITY = r"^[a-z][a-z0-9_]{0,63}$"
+#: Capabilities are nouns: ``validate_claim``, not ``can_validate_claim``.
+_VERB_PREFIXES = ("can_", "is_", "has_", "does_")
+
+Scalar = str | int | float | bool | None
+
+
+class Violation(ValueError):
+    """A message breaks a rule of HMP v1: which field, and which rule."""
+
+    def __init__(self, field: str, rule: str, *, message_id: str | None = None,
+                 sender_id: str | None = None) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+        self.message_id = message_id
+        self.sender_id = sender_id
+
+
+class Envelope(BaseModel):
+    """What every HMP message carries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=_ID)
+    sender_id: str = Field(pattern=_ID)
+    receiver_id: str | None = Field(None, pattern=_ID)
+    correlation_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=_ID)
+    timestamp: float = Field(default_factory=time.time, ge=0)
+    content_type: Literal["application/json"] = "application/json"
+
+    def to_json(self) -> bytes:
+        """The message on the wire."""
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+class TaskRequest(Envelope):
+    """Asks an agent to do something before a deadline."""
+
+    type: Literal["task_request"] = "task_request"
+    task_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=_ID)
+    intent: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    deadline_ms: int = Field(ge=1, le=MAX_DEADLINE_MS)
+
+
+class TaskResponse(Envelope):
+    """How a task ended (or how to continue it, when partial)."""
+
+    type: Literal["task_response"] = "task_response"
+    task_id: str = Field(pattern=_ID)
+    status: Literal["success", "failed", "partial"]
+    result: dict[str, Any] = Field(default_factory=dict)
+    error_code: str | None = Field(None, max_length=64)
+
+    @model_validator(mode="after")
+    def _rules(self) -> TaskResponse:
+        if self.status == "partial" and not isinstance(self.result.get("next_steps"), list):
+            raise ValueError("result.next_steps: a partial response needs a list of how "
+                             "to continue")
+        if self.status == "failed" and not self.error_code:
+            raise ValueError("error_code: a failed response needs one")
+        return self
+
+
+class ContextUpdate(Envelope):
+    """A versioned piece of shared context (gzip, then base64)."""
+
+    type: Literal["context_update"] = "context_update"
+    context_id: str = Field(pattern=_ID)
+    version: int = Field(ge=0)
+    data: str
+    expires_at: float = Field(ge=0)
+
+    @field_validator("data")
+    @classmethod
+    def _gzip_base64(cls, value: str) -> str:
+        try:
+            packed = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("must be base64 (of gzip-compressed data)") from None
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(packed)) as unpacked:
+                size = len(unpacked.read(MAX_CONTEXT_BYTES + 1))
+        except (OSError, EOFError):
+            raise ValueError("must be gzip-compressed data, base64-encoded") from None
+        if size > MAX_CONTEXT_BYTES:
+            raise ValueError(f"holds more than {MAX_CONTEXT_BYTES} bytes once decompressed")
+        return value
+
+    @classmethod
+    def pack(cls, data: bytes) -> str:
+        """``data`` as the ``data`` field carries it."""
+        return base64.b64encode(gzip.compress(data)).decode()
+
+
+class ToolCall(Envelope):
+    """Asks the hub to run one of its allowlisted tools."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    caller_id: str = Field(pattern=_ID)
+
+
+class Heartbeat(Envelope):
+    """An agent is alive: what it can do and how busy it is."""
+
+    type: Literal["heartbeat"] = "heartbeat"
+    agent_id: str = Field(pattern=_ID)
+    load_percent: float = Field(ge=0, le=100)
+    memory_used_mb: float = Field(ge=0)
+    capabilities: list[Annotated[str, Field(pattern=_CAPABILITY)]] = Field(
+        default_factory=list)
+    version: str = Field("0", max_length=64)
+    endpoint: str | None = Field(None, max_length=500)
+
+    @field_validator("capabilities")
+    @classmethod
+    def _nouns(cls, value: list[str]) -> list[str]:
+        for capability in value:
+            if capability.startswith(_VERB_PREFIXES):
+                raise ValueError(f"capabilities are nouns (validate_claim, not "
+                                 f"can_validate_claim): {capability!r}")
+        return value
+
+
+class LogEvent(Envelope):
+    """Something an agent wants recorded."""
+
+    type: Literal["log_event"] = "log_event"
+    level: Literal["info", "warn", "error"]
+    event_type: str = Field(min_length=1, max_length=100)
+    details: dict[str, Scalar] = Field(default_factory=dict)
+
+    @field_validator("details", mode="before")
+    @classmethod
+    def _flat(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, dict | list):
+                    raise ValueError(f"details are flat key-value only; {key!r} holds a "
+                                     f"{type(item).__name__}")
+        return value
+
+
+Message = Annotated[TaskRequest | TaskResponse | ContextUpdate | ToolCall | Heartbeat | LogEvent,
+                    Field(discriminator="type")]
+TYPES = ("task_request", "task_response", "context_update", "tool_call", "heartbeat",
+         "log_event")
+_MESSAGE: TypeAdapter[Any] = TypeAdapter(Message)
+
+
+def parse(raw: bytes | str | dict[str, Any]) -> Message:
+    """One HMP message, validated; Violation names the first field that breaks a rule."""
+    data: Any = raw
+    if not isinstance(raw, dict):
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise Violation("body", f"is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise Violation("body", "must be one JSON object")
+    ids = {k: data.get(k) if isinstance(data.get(k), str) else None
+           for k in ("message_id", "sender_id")}
+    if data.get("type") not in TYPES:
+        raise Violation("type", f"must be one of {', '.join(TYPES)}", **ids)
+    try:
+        message: Message = _MESSAGE.validate_python(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"][1:]) or "body"
+        rule = error["msg"].removeprefix("Value error, ")
+        if where == "body" and ": " in rule:  # a rule across fields names its field first
+            where, rule = rule.split(": ", 1)
+        raise Violation(where, rule, **ids) from None
+    return message
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each message type, as published on the bus."""
+    models: dict[str, type[Envelope]] = {"task_request": TaskRequest, "task_response": TaskResponse,
+              "context_update": ContextUpdate, "tool_call": ToolCall,
+              "heartbeat": Heartbeat, "log_event": LogEvent}
+    return {name: model.model_json_schema() for name, model in models.items()}
+

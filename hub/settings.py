@@ -1,0 +1,35 @@
+"""HubSettings: the runtime's settings plus the hub's section (NATS and the bus's limits).
+
+``NATS_URL`` names an existing server or cluster (several URLs separated by commas;
+``tls://`` and credentials as nats-py accepts them); unset, an embedded nats-server with
+JetStream is started under the data directory, exactly as the embedded Valkey is.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
+
+from agent_core import Settings
+from agent_core.settings import comma_list
+
+
+class HubSettings(Settings):
+    """Every setting of a hub process (services or agents)."""
+
+    nats_url: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="nats:// or tls:// servers; unset: embedded")
+    nats_creds_file: str | None = Field(None, description="a NATS .creds file (JWT + nkey)")
+    hub_request_retention: float = Field(
+        86400.0, gt=0, description="seconds task requests stay in their stream")
+    hub_max_deliver: int = Field(
+        5, ge=1, le=100, description="deliveries of a request before it is dead-lettered")
+    hub_ack_wait: float = Field(
+        30.0, gt=0, description="seconds an agent may hold a request unacknowledged")
+
+    @field_validator("nats_url", mode="before")
+    @classmethod
+    def _urls(cls, value: Any) -> Any:
+        return comma_list(value)

@@ -1,0 +1,66 @@
+"""A real nats-server (the pinned embedded one) for the hub's tests, and buses on it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub import Agent, AgentRunner, Bus, EmbeddedNats, HubSettings
+
+
+@pytest.fixture(scope="session")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded nats-server with JetStream for the session."""
+    server = EmbeddedNats(tmp_path_factory.mktemp("nats"))
+    info = asyncio.run(server.start())
+    yield info.url
+    asyncio.run(server.stop())
+
+
+BusFactory = Callable[..., Awaitable[Bus]]
+
+
+@pytest.fixture
+async def make_bus(nats_url: str, tmp_path: Path) -> AsyncIterator[BusFactory]:
+    """Connected buses (settings overridable); each is closed afterwards."""
+    made: list[Bus] = []
+
+    async def factory(**overrides: Any) -> Bus:
+        settings = HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
+                               hermes_data_dir=tmp_path, **overrides)
+        bus = await Bus.connect(settings)
+        made.append(bus)
+        return bus
+
+    yield factory
+    for bus in made:
+        await bus.close()
+
+
+RunnerFactory = Callable[[Bus, Agent], Awaitable[AgentRunner]]
+
+
+@pytest.fixture
+async def run_agent() -> AsyncIterator[RunnerFactory]:
+    """Started agent runners; each is stopped afterwards."""
+    runners: list[AgentRunner] = []
+
+    async def factory(bus: Bus, agent: Agent) -> AgentRunner:
+        runner = AgentRunner(bus, agent)
+        await runner.start()
+        runners.append(runner)
+        return runner
+
+    yield factory
+    for runner in runners:
+        await runner.stop()
+
+
+def unique(prefix: str) -> str:
+    """An agent id of this test's own (streams are shared by the session)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
