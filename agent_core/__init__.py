@@ -30,6 +30,7 @@ from .task import (
     TaskStatus,
 )
 from .tools import (
+    Delegated,
     Sandbox,
     Services,
     Tool,
@@ -52,6 +53,7 @@ __all__ = [
     "ConfigError",
     "DecisionParser",
     "DecisionType",
+    "Delegated",
     "Event",
     "EventBus",
     "EventType",

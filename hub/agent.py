@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
@@ -25,6 +26,8 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from .bus import TASKS, Bus, Headers, reply_subject, request_subject
+from .deadlines import deadline_of
+from .discovery import Heartbeats
 from .messages import Envelope, TaskRequest, TaskResponse, Violation, parse
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,7 @@ class Agent(abc.ABC):
 
     agent_id: str
     capabilities: tuple[str, ...] = ()
+    version: str = "0"
 
     def __init__(self) -> None:
         self._publish: Publish | None = None
@@ -67,6 +71,10 @@ class AgentRunner:
         self.bus = bus
         self.agent = agent
         self.handled = 0
+        self.busy = False
+        self.heartbeats = Heartbeats(bus, agent.agent_id, agent.capabilities,
+                                     version=agent.version,
+                                     load=lambda: 100.0 if self.busy else 0.0)
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
@@ -83,15 +91,16 @@ class AgentRunner:
             request_subject(self.agent.agent_id), durable=durable, stream=TASKS,
             config=config)
         self._task = asyncio.create_task(self._pull(), name=f"agent-{self.agent.agent_id}")
+        self.heartbeats.start()
 
     async def stop(self) -> None:
         """Stop pulling; a request being handled finishes first."""
         self._stopping.set()
+        await self.heartbeats.stop()
         if self._task is not None:
             await asyncio.wait([self._task], timeout=10)
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task], timeout=5)
         with contextlib.suppress(Exception):  # its connection may be gone already
             await self._subscription.unsubscribe()
 
@@ -99,11 +108,14 @@ class AgentRunner:
         while not self._stopping.is_set():
             try:
                 messages = await self._subscription.fetch(1, timeout=1.0)
-            except NatsTimeout:
-                continue
-            except Exception as exc:  # the server is away: keep trying, never die
-                log.warning("agent %s cannot pull: %s", self.agent.agent_id, exc)
-                await asyncio.sleep(1.0)
+            except Exception as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # nats-py turns a cancellation inside fetch into its own timeout.
+                    raise asyncio.CancelledError from exc
+                if not isinstance(exc, NatsTimeout):  # the server is away: keep trying
+                    log.warning("agent %s cannot pull: %s", self.agent.agent_id, exc)
+                    await asyncio.sleep(1.0)
                 continue
             for msg in messages:
                 await self._handle(msg)
@@ -126,11 +138,21 @@ class AgentRunner:
             return await self.bus.publish(subject, envelope, headers)
 
         self.agent._publish = publish
+        self.busy = True
         try:
-            response = await self.agent.on_message(message)
+            async with asyncio.timeout(max(0.0, deadline_of(message) - time.time())):
+                response = await self.agent.on_message(message)
+        except TimeoutError:
+            # The hub has answered TIMEOUT; an answer now would contradict it.
+            log.info("agent %s dropped task %s: its deadline passed", self.agent.agent_id,
+                     message.task_id)
+            await msg.ack()
+            return
         except Exception as exc:
             await self._failed(msg, message, headers, exc)
             return
+        finally:
+            self.busy = False
         await self.bus.publish(reply_subject(message.sender_id), response, headers)
         await msg.ack()
         self.handled += 1

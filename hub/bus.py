@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 TASKS, REPLIES, DEAD = "HMP_TASKS", "HMP_REPLIES", "HMP_DEAD"
 CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
 _DUPLICATE_WINDOW = 120.0
+#: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
+_GRACE = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +141,12 @@ class Bus:
         try:
             await self.publish(request_subject(receiver), request.model_copy(
                 update={"receiver_id": receiver}), headers)
-            async with asyncio.timeout(request.deadline_ms / 1000):
+            # The hub's deadline watch answers TIMEOUT at the deadline; this wait is the
+            # fallback for a hub without one.
+            async with asyncio.timeout(request.deadline_ms / 1000 + _GRACE):
                 return await answered
         except TimeoutError:
-            return TaskResponse(sender_id="hub", receiver_id=request.sender_id,
+            return TaskResponse(sender_id="hub-client", receiver_id=request.sender_id,
                                 correlation_id=request.correlation_id,
                                 task_id=request.task_id, status="failed", error_code="TIMEOUT",
                                 result={"error": f"no answer within {request.deadline_ms} ms"})

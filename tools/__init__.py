@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from agent_core import lazy_exports
 
 if TYPE_CHECKING:
+    from .delegate import delegate
     from .files import append_file, list_files, read_file, write_file
     from .http_fetch import http_fetch
     from .recall import recall
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from .schedule import schedule_report
 
 _MODULES = {
-    "append_file": "files", "list_files": "files", "read_file": "files",
+    "delegate": "delegate", "append_file": "files", "list_files": "files", "read_file": "files",
     "write_file": "files", "http_fetch": "http_fetch", "recall": "recall",
     "calc_growth_rate": "sales", "query_sales_data": "sales", "save_daily_report": "sales",
     "schedule_report": "schedule",
@@ -27,6 +28,7 @@ _MODULES = {
 __all__ = [
     "append_file",
     "calc_growth_rate",
+    "delegate",
     "http_fetch",
     "list_files",
     "query_sales_data",

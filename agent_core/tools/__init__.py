@@ -2,7 +2,14 @@
 
 from ._schema import ArgumentError
 from .approval import ApprovalGate, ApprovalRules, AuditSink, AuditTrail
-from .context import ConversationMemory, Scheduling, Services, ToolContext
+from .context import (
+    ConversationMemory,
+    Delegated,
+    Delegation,
+    Scheduling,
+    Services,
+    ToolContext,
+)
 from .executor import (
     CircuitBreakerPolicy,
     Invocation,
@@ -30,6 +37,8 @@ __all__ = [
     "CircuitBreaker",
     "CircuitBreakerPolicy",
     "ConversationMemory",
+    "Delegated",
+    "Delegation",
     "Invocation",
     "RetryPolicy",
     "Sandbox",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .sandbox import Sandbox, SandboxLimits
 
@@ -59,11 +59,33 @@ class Scheduling(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Delegated:
+    """How a delegated task ended: ``status`` is success, failed or partial (then
+    ``next_steps`` says how to continue); ``agent_id`` is who answered."""
+
+    status: Literal["success", "failed", "partial"]
+    agent_id: str
+    result: Mapping[str, Any] = field(default_factory=dict)
+    error_code: str | None = None
+    next_steps: list[Any] = field(default_factory=list)
+
+
+class Delegation(Protocol):
+    """Hands a task to another agent that has a capability (the hub implements it)."""
+
+    async def delegate(self, capability: str, text: str, *, arguments: Mapping[str, Any],
+                       deadline_ms: int, correlation_id: str) -> Delegated:
+        """Send the task to an agent with ``capability`` and wait for its answer."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class Services:
     """Live services of the deployment a tool may use; never persisted. Each is None
     where the deployment does not offer it."""
 
     scheduler: Scheduling | None = None
+    delegation: Delegation | None = None
 
 
 @dataclass(frozen=True, slots=True)

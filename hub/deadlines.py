@@ -1,0 +1,108 @@
+"""The deadline watch: when a request's deadline passes without an answer, the hub itself
+answers its caller, failed with TIMEOUT, even if the agent died.
+
+It reads every request and every answer as they are persisted (ordered consumers on the
+two streams, from the moment it starts), and keeps the open requests by deadline. Several
+copies may run: each publishes the same TIMEOUT message id, which JetStream keeps once.
+An agent's answer after the deadline is dropped by its runner (and logged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+
+from .bus import REPLIES, TASKS, Bus, Headers, reply_subject
+from .messages import TaskRequest, TaskResponse, Violation, parse
+
+log = logging.getLogger(__name__)
+
+HUB_ID = "hub"
+
+
+def deadline_of(request: TaskRequest) -> float:
+    """When the request's deadline passes (wall clock, seconds)."""
+    return request.timestamp + request.deadline_ms / 1000
+
+
+class DeadlineWatch:
+    """Answers TIMEOUT for requests nobody answered in time."""
+
+    def __init__(self, bus: Bus, *, tick: float = 0.1) -> None:
+        self.bus = bus
+        self.tick = tick
+        self._open: dict[str, tuple[TaskRequest, Headers]] = {}
+        self._due: list[tuple[float, str]] = []
+        self._subscriptions: list[Any] = []
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self.timed_out = 0
+
+    async def start(self) -> None:
+        """Follow both streams from now on and start the clock."""
+        self._subscriptions = [
+            await self.bus.js.subscribe("task.request.>", stream=TASKS, ordered_consumer=True,
+                                        deliver_policy=DeliverPolicy.NEW, cb=self._on_request),
+            await self.bus.js.subscribe("reply.>", stream=REPLIES, ordered_consumer=True,
+                                        deliver_policy=DeliverPolicy.NEW, cb=self._on_reply)]
+        self._task = asyncio.create_task(self._watch(), name="deadline-watch")
+
+    async def stop(self) -> None:
+        """Stop watching (a timeout being answered is answered first)."""
+        self._stopping.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=5)
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+        for subscription in self._subscriptions:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def _on_request(self, msg: Msg) -> None:
+        try:
+            request = parse(msg.data)
+        except Violation:
+            return  # its agent answers it with the violation
+        if isinstance(request, TaskRequest) and request.task_id not in self._open:
+            self._open[request.task_id] = (request, Headers.of(msg, request))
+            heapq.heappush(self._due, (deadline_of(request), request.task_id))
+
+    async def _on_reply(self, msg: Msg) -> None:
+        try:
+            answer = parse(msg.data)
+        except Violation:
+            return
+        if isinstance(answer, TaskResponse) and answer.status != "partial":
+            self._open.pop(answer.task_id, None)
+
+    async def _watch(self) -> None:
+        while not self._stopping.is_set():
+            now = time.time()
+            while self._due and self._due[0][0] <= now:
+                _, task_id = heapq.heappop(self._due)
+                entry = self._open.pop(task_id, None)
+                if entry is not None:
+                    await self._time_out(*entry)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.tick)
+
+    async def _time_out(self, request: TaskRequest, headers: Headers) -> None:
+        answer = TaskResponse(
+            message_id=f"timeout-{request.task_id}", sender_id=HUB_ID,
+            receiver_id=request.sender_id, correlation_id=request.correlation_id,
+            task_id=request.task_id, status="failed", error_code="TIMEOUT",
+            result={"error": f"no answer from {request.receiver_id or 'the agent'} within "
+                             f"{request.deadline_ms} ms"})
+        try:
+            await self.bus.publish(reply_subject(request.sender_id), answer, headers)
+            self.timed_out += 1
+            log.info("task %s timed out after %d ms", request.task_id, request.deadline_ms)
+        except Exception as exc:
+            log.warning("could not answer the timeout of %s: %s", request.task_id, exc)

@@ -1,0 +1,188 @@
+"""Discovery: who is alive, what they can do, how busy they are.
+
+Every running copy of an agent sends a ``heartbeat`` on ``$HEALTHCHECK`` every few seconds
+(``Heartbeats``). The discovery service (``Discovery``, run by ``hermes-gateway hub``; any
+number of copies) keeps the latest of each copy and answers ``$DISCOVERY`` requests
+(``{"intent": "validate_claim"}``) with the live agents that have that capability, least
+loaded first. A copy is offline after three missed heartbeats. ``choose`` picks one of the
+candidates: weighted by the configured traffic split (a canary at 30%), and an agent over
+80% load gets a fifth of its share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import random
+import resource
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.msg import Msg
+
+from .bus import Bus
+from .messages import Heartbeat, Violation, parse
+
+log = logging.getLogger(__name__)
+
+HEALTHCHECK, DISCOVERY = "$HEALTHCHECK", "$DISCOVERY"
+INTERVAL = 2.0
+MISSED = 3
+BUSY = 80.0
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A live agent with a capability."""
+
+    agent_id: str
+    load_percent: float
+    copies: int
+    version: str
+
+
+class Heartbeats:
+    """Sends one copy's heartbeats until stopped."""
+
+    def __init__(self, bus: Bus, agent_id: str, capabilities: tuple[str, ...], *,
+                 version: str = "0", load: Callable[[], float] = lambda: 0.0,
+                 interval: float = INTERVAL) -> None:
+        self.bus = bus
+        self.agent_id = agent_id
+        self.capabilities = capabilities
+        self.version = version
+        self.load = load
+        self.interval = interval
+        self.instance = uuid.uuid4().hex[:12]
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    def start(self) -> None:
+        """Beat in the background (the first beat at once)."""
+        self._task = asyncio.create_task(self._beat(), name=f"heartbeat-{self.agent_id}")
+
+    async def stop(self) -> None:
+        """Stop beating (the copy goes offline after three missed beats)."""
+        self._stopping.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=5)
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+
+    def heartbeat(self) -> Heartbeat:
+        """This copy's heartbeat now."""
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return Heartbeat(sender_id=self.agent_id, agent_id=self.agent_id,
+                         load_percent=max(0.0, min(100.0, self.load())), memory_used_mb=rss,
+                         capabilities=list(self.capabilities), version=self.version,
+                         endpoint=f"{os.getpid()}:{self.instance}")
+
+    async def _beat(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.bus.nc.publish(HEALTHCHECK, self.heartbeat().to_json())
+            except Exception as exc:
+                log.warning("heartbeat of %s not sent: %s", self.agent_id, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.interval)
+
+
+class Discovery:
+    """Keeps the latest heartbeat of every copy; answers discovery requests."""
+
+    def __init__(self, bus: Bus, *, interval: float = INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.bus = bus
+        self.interval = interval
+        self.clock = clock
+        #: (agent id, copy) -> (heartbeat, when it came)
+        self.copies: dict[tuple[str, str], tuple[Heartbeat, float]] = {}
+        self._subscriptions: list[Any] = []
+
+    async def start(self) -> None:
+        """Listen for heartbeats and answer on $DISCOVERY (a queue group: one copy of the
+        service answers each request)."""
+        self._subscriptions = [
+            await self.bus.nc.subscribe(HEALTHCHECK, cb=self._on_heartbeat),
+            await self.bus.nc.subscribe(DISCOVERY, queue="discovery", cb=self._on_query)]
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        for subscription in self._subscriptions:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def _on_heartbeat(self, msg: Msg) -> None:
+        try:
+            beat = parse(msg.data)
+        except Violation as exc:
+            log.warning("heartbeat refused: %s", exc)
+            return
+        if isinstance(beat, Heartbeat):
+            self.copies[(beat.agent_id, beat.endpoint or "")] = (beat, self.clock())
+
+    async def _on_query(self, msg: Msg) -> None:
+        try:
+            query = json.loads(msg.data)
+            intent = str(query["intent"])
+        except (ValueError, KeyError, TypeError):
+            await msg.respond(json.dumps({"error": "send {\"intent\": \"<capability>\"}"})
+                              .encode())
+            return
+        found = [dataclasses.asdict(c) for c in self.live(intent)]
+        await msg.respond(json.dumps({"intent": intent, "agents": found}).encode())
+
+    def live(self, intent: str | None = None) -> list[Candidate]:
+        """Live agents (with ``intent`` among their capabilities), least loaded first."""
+        cutoff = self.clock() - self.interval * MISSED
+        agents: dict[str, list[Heartbeat]] = {}
+        for (agent_id, _), (beat, seen) in list(self.copies.items()):
+            if seen < cutoff:
+                continue
+            if intent is None or intent in beat.capabilities:
+                agents.setdefault(agent_id, []).append(beat)
+        found = [Candidate(agent_id, sum(b.load_percent for b in beats) / len(beats),
+                           len(beats), max(b.version for b in beats))
+                 for agent_id, beats in agents.items()]
+        return sorted(found, key=lambda c: (c.load_percent, c.agent_id))
+
+
+async def discover(bus: Bus, intent: str, *, wait: float = 2.0) -> list[Candidate]:
+    """Ask the discovery service who can do ``intent`` (least loaded first)."""
+    reply = await bus.nc.request(DISCOVERY, json.dumps({"intent": intent}).encode(),
+                                 timeout=wait)
+    data = json.loads(reply.data)
+    return [Candidate(**agent) for agent in data.get("agents", [])]
+
+
+def choose(candidates: list[Candidate], weights: dict[str, float] | None = None, *,
+           rng: random.Random | None = None) -> Candidate | None:
+    """One candidate: by the traffic split (agents not in it weigh 1, or 0 when a split is
+    given and names others), a busy agent (over 80%) at a fifth of its weight."""
+    if not candidates:
+        return None
+    split = weights or {}
+    named = [c for c in candidates if c.agent_id in split]
+    pool = named or candidates
+
+    def weight(c: Candidate) -> float:
+        base = split.get(c.agent_id, 1.0) if named else 1.0
+        return base * (0.2 if c.load_percent > BUSY else 1.0)
+
+    total = sum(weight(c) for c in pool)
+    if total <= 0:
+        return pool[0]
+    pick = (rng or random).uniform(0, total)
+    for candidate in pool:
+        pick -= weight(candidate)
+        if pick <= 0:
+            return candidate
+    return pool[-1]
+

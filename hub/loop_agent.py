@@ -1,0 +1,52 @@
+"""LoopAgent: a TaskLoop as a hub agent, with its own tools and model.
+
+A request's ``arguments["text"]`` (or its intent and arguments, when there is no text) is
+the task; each correlation id is a conversation of its own, so follow-ups of one caller's
+work share memory. The task runs unattended: a tool that needs a human's approval is
+refused, never left waiting. An answer is ``success``; a question back is ``partial``
+(its next step: answer the question); everything else is ``failed`` with the outcome as
+its error code.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agent_core import TaskRequest as AgentTask
+from agent_core.runtime import Runtime
+
+from .agent import Agent
+from .messages import TaskRequest, TaskResponse
+
+
+class LoopAgent(Agent):
+    """Answers requests by running a task on its runtime."""
+
+    def __init__(self, agent_id: str, capabilities: tuple[str, ...], runtime: Runtime, *,
+                 permissions: frozenset[str] = frozenset({"read"})) -> None:
+        super().__init__()
+        self.agent_id = agent_id
+        self.capabilities = capabilities
+        self.runtime = runtime
+        self.permissions = permissions
+
+    async def on_message(self, request: TaskRequest) -> TaskResponse:
+        text = request.arguments.get("text")
+        if not isinstance(text, str) or not text.strip():
+            text = f"{request.intent}: {json.dumps(request.arguments, ensure_ascii=False)}"
+        settings = self.runtime.settings
+        result = await self.runtime.loop.run(AgentTask(
+            text=text, conversation_id=f"hub:{self.agent_id}:{request.correlation_id}",
+            user_id=f"hub:{request.sender_id}", role="agent", permissions=self.permissions,
+            trace_id=request.correlation_id, deadline=request.deadline_ms / 1000,
+            data_dir=settings.hermes_data_dir,
+            extra={**settings.tool_extra(), "unattended": True, "intent": request.intent}))
+        report = {"rounds": result.report.rounds, "tool_calls": result.report.tool_calls}
+        if result.outcome == "answered":
+            return self.respond(request, "success", {"answer": result.text, **report})
+        if result.outcome == "asked_user":
+            return self.respond(request, "partial", {
+                "question": result.text, **report,
+                "next_steps": [{"intent": request.intent, "ask": result.text}]})
+        return self.respond(request, "failed", {"error": result.text, **report},
+                            error_code=result.outcome.upper())

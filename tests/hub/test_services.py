@@ -1,0 +1,135 @@
+"""The hub's services on a real nats-server: the deadline watch, discovery and the
+traffic split, and a TaskLoop as a hub agent against the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+from agent_core.models.replay import ReplayModelServer, Reply
+from agent_core.runtime import build_runtime
+from agent_core.store import MemoryConversationStore
+from hub import HubSettings, TaskRequest
+from hub.bus import reply_subject
+from hub.deadlines import DeadlineWatch
+from hub.delegation import HubDelegation
+from hub.discovery import Candidate, Discovery, Heartbeats, choose, discover
+from hub.loop_agent import LoopAgent
+from tests.hub.conftest import BusFactory, RunnerFactory, unique
+from tests.hub.test_bus import Echo, Hang, until, watch
+
+
+async def test_the_hub_answers_timeout_when_the_agent_hangs_and_drops_its_late_answer(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    hub = await make_bus()
+    watch_ = DeadlineWatch(hub)
+    await watch_.start()
+    try:
+        agent_id = unique("late")
+        slow = Echo(agent_id, delay=1.0)
+        await run_agent(await make_bus(), slow)
+        caller = await make_bus()
+        request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=400)
+        replies = await watch(caller, reply_subject(request.sender_id))
+        response = await caller.request(agent_id, request)
+        assert response.status == "failed" and response.error_code == "TIMEOUT"
+        assert response.sender_id == "hub", "the hub answered, not the caller's own timer"
+        await until(lambda: slow.seen)
+        await asyncio.sleep(1.5)  # the agent's answer would have come by now
+        assert len(replies) == 1, "the late answer was dropped"
+    finally:
+        await watch_.stop()
+
+
+async def test_the_hub_answers_timeout_for_an_agent_that_died(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    hub = await make_bus()
+    watch_ = DeadlineWatch(hub)
+    await watch_.start()
+    try:
+        agent_id = unique("dead")
+        bus = await make_bus()
+        dying = Hang(agent_id)
+        runner = await run_agent(bus, dying)
+        caller = await make_bus()
+        request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=1500)
+        answer = asyncio.ensure_future(caller.request(agent_id, request))
+        await asyncio.wait_for(dying.started.wait(), 10)
+        assert runner._task is not None
+        runner._task.cancel()
+        await bus.nc.close()
+        response = await asyncio.wait_for(answer, 10)
+        assert (response.sender_id, response.error_code) == ("hub", "TIMEOUT")
+    finally:
+        await watch_.stop()
+
+
+async def test_discovery_lists_live_agents_by_load_and_forgets_silent_ones(
+        make_bus: BusFactory) -> None:
+    bus = await make_bus()
+    discovery = Discovery(bus, interval=0.2)
+    await discovery.start()
+    capability = f"claim_{unique('x').replace('-', '_')}"
+    idle = Heartbeats(bus, unique("idle"), (capability,), load=lambda: 10.0, interval=0.2)
+    busy = Heartbeats(bus, unique("busy"), (capability,), load=lambda: 90.0, interval=0.2)
+    other = Heartbeats(bus, unique("other"), ("something_else",), interval=0.2)
+    for beats in (idle, busy, other):
+        beats.start()
+    try:
+        await until(lambda: len(discovery.live(capability)) == 2)
+        found = await discover(bus, capability)
+        assert [c.agent_id for c in found] == [idle.agent_id, busy.agent_id]
+        await busy.stop()
+        await until(lambda: len(discovery.live(capability)) == 1, timeout=5)
+        assert [c.agent_id for c in await discover(bus, capability)] == [idle.agent_id]
+    finally:
+        for beats in (idle, busy, other):
+            await beats.stop()
+        await discovery.stop()
+
+
+def test_the_canary_split_holds_within_a_few_percent_and_busy_agents_get_less() -> None:
+    stable, canary = Candidate("v1", 10.0, 1, "1"), Candidate("v2", 10.0, 1, "2")
+    rng = random.Random(7)
+    picks = Counter(choose([stable, canary], {"v1": 70, "v2": 30}, rng=rng).agent_id  # type: ignore[union-attr]
+                    for _ in range(5000))
+    assert abs(picks["v2"] / 5000 - 0.30) < 0.03, picks
+    hot = Candidate("hot", 95.0, 1, "1")
+    cool = Candidate("cool", 20.0, 1, "1")
+    share = Counter(choose([hot, cool], rng=rng).agent_id  # type: ignore[union-attr]
+                    for _ in range(5000))
+    assert share["hot"] < share["cool"] / 3, share
+    assert choose([]) is None
+
+
+async def test_a_taskloop_agent_answers_a_delegated_task(
+        make_bus: BusFactory, run_agent: RunnerFactory, model_server: ReplayModelServer,
+        tmp_path: object) -> None:
+    settings = HubSettings(_env_file=None, llm_provider="openai",  # type: ignore[call-arg]
+                           llm_model_name="scripted", llm_base_url=model_server.openai_url,
+                           llm_api_key="sk-test-0123456789abcdefghij", llm_max_retries=0,
+                           agent_replan_every=0, hermes_tools=["tools.sales"])
+    runtime = build_runtime(settings, store=MemoryConversationStore())
+    capability = f"sales_{unique('x').replace('-', '_')}"
+    agent = LoopAgent(unique("analyst"), (capability,), runtime)
+    model_server.add(Reply.call("calc_growth_rate", {"current": 120, "previous": 100}),
+                     Reply("Growth was 20%."))
+    bus = await make_bus()
+    discovery = Discovery(bus)
+    await discovery.start()
+    try:
+        await run_agent(await make_bus(), agent)
+        await until(lambda: discovery.live(capability))
+        outcome = await HubDelegation(bus, "gateway").delegate(
+            capability, "how much did sales grow?", arguments={}, deadline_ms=20_000,
+            correlation_id="trace-1")
+        assert outcome.status == "success" and outcome.agent_id == agent.agent_id
+        assert outcome.result["answer"] == "Growth was 20%."
+        assert outcome.result["tool_calls"] == 1
+        missing = await HubDelegation(bus, "gateway").delegate(
+            "no_such_capability", "x", arguments={}, deadline_ms=1000, correlation_id="t")
+        assert (missing.status, missing.error_code) == ("failed", "NO_AGENT")
+    finally:
+        await discovery.stop()
+        await runtime.aclose()
