@@ -27,6 +27,7 @@ from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
 from agent_core.store.keys import check_conversation_id
 
+from .hubcmd import add_commands as add_hub_commands
 from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
     demo.add_argument("-v", "--verbose", action="store_true")
     demo.set_defaults(handler=_cmd_demo)
+    add_hub_commands(sub)
     return parser
 
 

@@ -72,6 +72,9 @@ def describe(event: Event) -> str | None:
     """One short line for a step worth showing, or None."""
     p = event.payload
     match event.type:
+        case EventType.TOOL_STARTED if p.get("tool") == "delegate":
+            wanted = (p.get("arguments") or {}).get("capability", "another agent")
+            return f"🤝 asking a {wanted} agent…"
         case EventType.TOOL_STARTED:
             return f"⚙️ {p.get('tool')}…"
         case EventType.TOOL_FINISHED:

@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -25,7 +25,7 @@ from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime
 from agent_core.store import MultiplexedRedis, OpenStore, open_store
-from agent_core.tools import Services
+from agent_core.tools import Delegation, Services
 
 from .access import AccessPolicy, Roles
 from .approvals import ApprovalService
@@ -45,6 +45,9 @@ from .scheduler import Scheduler
 from .settings import GatewaySettings
 from .worker import WorkerPool
 
+if TYPE_CHECKING:
+    from hub import Bus
+
 log = logging.getLogger(__name__)
 
 
@@ -63,6 +66,8 @@ class Parts:
     approvals: ApprovalService
     channels: Channels
     workers: WorkerPool
+    #: The hub's bus, with HERMES_HUB.
+    bus: Bus | None = None
 
 
 class Gateway:
@@ -109,6 +114,10 @@ class Gateway:
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())
         audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
+        bus = await _start_hub(settings, stack) if settings.hermes_hub else None
+        if bus is not None:
+            settings = settings.model_copy(update={
+                "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
         runtime = build_runtime(settings, store=store, model=model, audit=audit)
         stack.push_async_callback(_quietly, runtime.model.aclose)
         stack.push_async_callback(_quietly, runtime.bus.drain)
@@ -127,7 +136,8 @@ class Gateway:
         deliverer = Deliverer(named, store.redis, settings.redis_prefix,
                               counted=self.metrics.delivered)
         scheduler = Scheduler(store.redis, queue, settings)
-        runtime.loop.services = Services(scheduler=scheduler)
+        runtime.loop.services = Services(scheduler=scheduler,
+                                         delegation=_delegation(bus))
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
                             settings=settings, scheduler=scheduler)
         router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
@@ -166,7 +176,7 @@ class Gateway:
             background.append(asyncio.create_task(self._sweep_idle(opened)))
         stack.push_async_callback(_end, background)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
-                     approvals, channels, workers)
+                     approvals, channels, workers, bus)
 
     @property
     def stopping(self) -> bool:
@@ -238,8 +248,34 @@ class Gateway:
         await parts.opened.store.ping()
         return {"status": "ready", "store": parts.opened.location,
                 "channels": sorted(parts.channels.by_name), "model": self._model_status(),
+                "hub": "connected" if parts.bus is not None and parts.bus.nc.is_connected
+                else ("unreachable" if parts.bus is not None else "off"),
                 "conversations_waiting": await parts.queue.waiting(),
                 "active_here": parts.workers.active}
+
+
+async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack) -> Bus:
+    """The hub's bus, with its services (discovery, the deadline watch) in this process;
+    other copies of them may run elsewhere (``hermes-gateway hub``). Imported only when
+    HERMES_HUB is on."""
+    from hub import Bus
+    from hub.deadlines import DeadlineWatch
+    from hub.discovery import Discovery
+
+    bus = await Bus.connect(settings)
+    stack.push_async_callback(bus.close)
+    for service in (Discovery(bus), DeadlineWatch(bus)):
+        await service.start()
+        stack.push_async_callback(service.stop)
+    return bus
+
+
+def _delegation(bus: Bus | None) -> Delegation | None:
+    if bus is None:
+        return None
+    from hub.delegation import HubDelegation
+
+    return HubDelegation(bus, "gateway")
 
 
 async def _load_schedules(scheduler: Scheduler, path: Path) -> None:

@@ -32,6 +32,9 @@ class GatewaySettings(HubSettings):
     """Every setting of a gateway process (the hub's included: the gateway's agent hands
     work to hub agents)."""
 
+    hermes_hub: bool = Field(
+        False, description="connect the agent hub: the delegate tool and the hub's services")
+
     # --- gateway service ---------------------------------------------------------------
     hermes_host: str = "127.0.0.1"
     hermes_port: int = Field(8080, ge=1, le=65535)

@@ -2,13 +2,18 @@
 
 ``messages`` holds the six message types and their rules, ``bus`` the JetStream
 connection (streams, subjects, headers), ``agent`` the plugin base and its runner,
-``server`` the embedded nats-server, ``settings`` the hub's section of the settings.
+``discovery`` heartbeats and who can do what, ``deadlines`` the watch that answers
+TIMEOUT, ``delegation`` the Delegation the gateway's agent uses, ``loop_agent`` a TaskLoop
+as an agent, ``server`` the embedded nats-server, ``settings`` the hub's settings. What
+needs nats-py is imported when first used.
 """
 
 from __future__ import annotations
 
-from .agent import Agent, AgentRunner
-from .bus import Bus, Headers
+from typing import TYPE_CHECKING
+
+from agent_core import lazy_exports
+
 from .messages import (
     ContextUpdate,
     Heartbeat,
@@ -21,8 +26,12 @@ from .messages import (
     parse,
     schemas,
 )
-from .server import EmbeddedNats
 from .settings import HubSettings
+
+if TYPE_CHECKING:
+    from .agent import Agent, AgentRunner
+    from .bus import Bus, Headers
+    from .server import EmbeddedNats
 
 __all__ = [
     "Agent",
@@ -42,3 +51,7 @@ __all__ = [
     "parse",
     "schemas",
 ]
+
+__getattr__ = lazy_exports(__name__, {
+    "Agent": "agent", "AgentRunner": "agent", "Bus": "bus", "Headers": "bus",
+    "EmbeddedNats": "server"})

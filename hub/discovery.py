@@ -136,7 +136,7 @@ class Discovery:
             await msg.respond(json.dumps({"error": "send {\"intent\": \"<capability>\"}"})
                               .encode())
             return
-        found = [dataclasses.asdict(c) for c in self.live(intent)]
+        found = [dataclasses.asdict(c) for c in self.live(None if intent == "*" else intent)]
         await msg.respond(json.dumps({"intent": intent, "agents": found}).encode())
 
     def live(self, intent: str | None = None) -> list[Candidate]:
@@ -155,7 +155,8 @@ class Discovery:
 
 
 async def discover(bus: Bus, intent: str, *, wait: float = 2.0) -> list[Candidate]:
-    """Ask the discovery service who can do ``intent`` (least loaded first)."""
+    """Ask the discovery service who can do ``intent`` (least loaded first; ``*``: every
+    live agent)."""
     reply = await bus.nc.request(DISCOVERY, json.dumps({"intent": intent}).encode(),
                                  timeout=wait)
     data = json.loads(reply.data)

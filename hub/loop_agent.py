@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from agent_core import ConfigError, TaskResult
 from agent_core import TaskRequest as AgentTask
 from agent_core.runtime import Runtime
 
@@ -34,13 +35,11 @@ class LoopAgent(Agent):
         text = request.arguments.get("text")
         if not isinstance(text, str) or not text.strip():
             text = f"{request.intent}: {json.dumps(request.arguments, ensure_ascii=False)}"
-        settings = self.runtime.settings
-        result = await self.runtime.loop.run(AgentTask(
-            text=text, conversation_id=f"hub:{self.agent_id}:{request.correlation_id}",
-            user_id=f"hub:{request.sender_id}", role="agent", permissions=self.permissions,
-            trace_id=request.correlation_id, deadline=request.deadline_ms / 1000,
-            data_dir=settings.hermes_data_dir,
-            extra={**settings.tool_extra(), "unattended": True, "intent": request.intent}))
+        try:
+            result = await self._run(request, text)
+        except ConfigError as exc:  # no model configured: say which settings to set
+            return self.respond(request, "failed", {"error": str(exc)},
+                                error_code="NOT_CONFIGURED")
         report = {"rounds": result.report.rounds, "tool_calls": result.report.tool_calls}
         if result.outcome == "answered":
             return self.respond(request, "success", {"answer": result.text, **report})
@@ -50,3 +49,12 @@ class LoopAgent(Agent):
                 "next_steps": [{"intent": request.intent, "ask": result.text}]})
         return self.respond(request, "failed", {"error": result.text, **report},
                             error_code=result.outcome.upper())
+
+    async def _run(self, request: TaskRequest, text: str) -> TaskResult:
+        settings = self.runtime.settings
+        return await self.runtime.loop.run(AgentTask(
+            text=text, conversation_id=f"hub:{self.agent_id}:{request.correlation_id}",
+            user_id=f"hub:{request.sender_id}", role="agent", permissions=self.permissions,
+            trace_id=request.correlation_id, deadline=request.deadline_ms / 1000,
+            data_dir=settings.hermes_data_dir,
+            extra={**settings.tool_extra(), "unattended": True, "intent": request.intent}))

@@ -99,6 +99,18 @@ async def make_store(redis_url: str) -> AsyncIterator[StoreFactory]:
         await store.aclose()
 
 
+@pytest.fixture(scope="session")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real nats-server with JetStream for the session (the embedded one the hub
+    itself starts, from the pinned wheel)."""
+    from hub.server import EmbeddedNats
+
+    server = EmbeddedNats(tmp_path_factory.mktemp("nats"))
+    info = asyncio.run(server.start())
+    yield info.url
+    asyncio.run(server.stop())
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     """A fresh data directory."""

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hub import Agent, AgentRunner, Bus, EmbeddedNats, HubSettings
-
-
-@pytest.fixture(scope="session")
-def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One embedded nats-server with JetStream for the session."""
-    server = EmbeddedNats(tmp_path_factory.mktemp("nats"))
-    info = asyncio.run(server.start())
-    yield info.url
-    asyncio.run(server.stop())
-
+from hub import Agent, AgentRunner, Bus, HubSettings
 
 BusFactory = Callable[..., Awaitable[Bus]]
 

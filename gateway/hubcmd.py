@@ -1,0 +1,125 @@
+"""``hermes-gateway hub`` and ``hermes-gateway agent``: the hub's services, and a TaskLoop
+agent on the hub, each until SIGTERM or Ctrl-C (several copies of either may run)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+from rich.console import Console
+
+from agent_core import ConfigError
+from agent_core.runtime import UnconfiguredModel, build_runtime
+from agent_core.store import MemoryConversationStore
+
+from .settings import GatewaySettings
+
+
+def add_commands(sub: Any) -> None:
+    """Register the hub's subcommands."""
+    hub = sub.add_parser("hub", help="run the agent hub's services (discovery, deadlines)")
+    hub.add_argument("action", nargs="?", choices=["run", "status"], default="run",
+                     help="run the services (default), or list agents and stream depths")
+    hub.set_defaults(handler=cmd_hub)
+    agent = sub.add_parser("agent", help="run a TaskLoop agent on the hub")
+    agent.add_argument("--id", required=True, help="the agent's id (copies share one)")
+    agent.add_argument("--capabilities", required=True,
+                       help="comma-separated nouns, e.g. validate_claim,summary")
+    agent.add_argument("--tools", help="comma-separated tool modules (default HERMES_TOOLS)")
+    agent.add_argument("--instructions", help="the agent's system prompt")
+    agent.set_defaults(handler=cmd_agent)
+
+
+def cmd_hub(args: argparse.Namespace, settings: GatewaySettings) -> int:
+    """The services, or their status."""
+    return asyncio.run(_status(settings) if args.action == "status" else _services(settings))
+
+
+def cmd_agent(args: argparse.Namespace, settings: GatewaySettings) -> int:
+    """One copy of a TaskLoop agent."""
+    capabilities = tuple(c.strip() for c in args.capabilities.split(",") if c.strip())
+    if not capabilities:
+        raise ConfigError("--capabilities needs at least one capability")
+    update: dict[str, Any] = {}
+    if args.tools:
+        update["hermes_tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if args.instructions:
+        update["agent_system_prompt"] = args.instructions
+    return asyncio.run(_agent(settings.model_copy(update=update), args.id, capabilities))
+
+
+async def _services(settings: GatewaySettings) -> int:
+    from hub import Bus
+    from hub.deadlines import DeadlineWatch
+    from hub.discovery import Discovery
+
+    bus = await Bus.connect(settings)
+    services: list[Discovery | DeadlineWatch] = [Discovery(bus), DeadlineWatch(bus)]
+    try:
+        for service in services:
+            await service.start()
+        Console(stderr=True).print("[bold]hermes hub[/]: discovery and the deadline watch "
+                                   "are running (Ctrl-C to stop)")
+        await _until_stopped()
+    finally:
+        for service in services:
+            await service.stop()
+        await bus.close()
+    return 0
+
+
+async def _agent(settings: GatewaySettings, agent_id: str,
+                 capabilities: tuple[str, ...]) -> int:
+    from hub import AgentRunner, Bus
+    from hub.loop_agent import LoopAgent
+
+    model = None if settings.model_configured else UnconfiguredModel()
+    runtime = build_runtime(settings, store=MemoryConversationStore(), model=model)
+    bus = await Bus.connect(settings)
+    runner = AgentRunner(bus, LoopAgent(agent_id, capabilities, runtime))
+    try:
+        await runner.start()
+        Console(stderr=True).print(f"[bold]agent {agent_id}[/] on the hub: "
+                                   f"{', '.join(capabilities)} (Ctrl-C to stop)")
+        await _until_stopped()
+    finally:
+        await runner.stop()
+        await bus.close()
+        await runtime.aclose()
+    return 0
+
+
+async def _status(settings: GatewaySettings) -> int:
+    from hub import Bus
+    from hub.bus import DEAD, REPLIES, TASKS
+    from hub.discovery import discover
+
+    bus = await Bus.connect(settings)
+    console = Console()
+    try:
+        try:
+            agents = await discover(bus, "*")
+        except Exception:
+            console.print("[yellow]no discovery service answers[/] (hermes-gateway hub)")
+            agents = []
+        for agent in agents:
+            console.print(f"{agent.agent_id}: load {agent.load_percent:.0f}%, "
+                          f"{agent.copies} running, version {agent.version}")
+        for stream in (TASKS, REPLIES, DEAD):
+            info = await bus.js.stream_info(stream)
+            console.print(f"stream {stream}: {info.state.messages} messages")
+    finally:
+        await bus.close()
+    return 0
+
+
+async def _until_stopped() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
