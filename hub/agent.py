@@ -25,10 +25,10 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from .bus import TASKS, Bus, Headers, reply_subject, request_subject
+from .bus import TASKS, Bus, Headers, durable_of, reply_subject, request_subject
 from .deadlines import deadline_of
 from .discovery import Heartbeats
-from .messages import Envelope, TaskRequest, TaskResponse, Violation, parse
+from .messages import Envelope, TaskRequest, TaskResponse, Violation
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class AgentRunner:
     async def start(self) -> None:
         """Bind to the agent's durable consumer and start pulling."""
         settings = self.bus.settings
-        durable = f"agent_{self.agent.agent_id}".replace(".", "_")
+        durable = durable_of(self.agent.agent_id)
         config = ConsumerConfig(
             durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL, ack_wait=settings.hub_ack_wait,
@@ -122,7 +122,7 @@ class AgentRunner:
 
     async def _handle(self, msg: Msg) -> None:
         try:
-            message = parse(msg.data)
+            message = await self.bus.read(msg)
         except Violation as exc:
             await self._refuse(msg, exc)
             return

@@ -23,15 +23,16 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NotFoundError
 
-from .messages import Envelope, TaskRequest, TaskResponse, Violation, parse
+from .errors import BusOverloaded
+from .messages import Envelope, Message, TaskRequest, TaskResponse, Violation, parse
 from .server import EmbeddedNats
 from .settings import HubSettings
 
 log = logging.getLogger(__name__)
 
-TASKS, REPLIES, DEAD = "HMP_TASKS", "HMP_REPLIES", "HMP_DEAD"
+TASKS, REPLIES, DEAD, BAD_JSON = "HMP_TASKS", "HMP_REPLIES", "HMP_DEAD", "HMP_BAD_JSON"
 CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
 _DUPLICATE_WINDOW = 120.0
 #: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
@@ -52,6 +53,11 @@ class Headers:
         correlation = headers.get(CORRELATION) or (envelope.correlation_id if envelope
                                                    else uuid.uuid4().hex)
         return cls(correlation, headers.get(TRACE) or correlation)
+
+
+def durable_of(agent_id: str) -> str:
+    """The durable consumer every copy of ``agent_id`` pulls from."""
+    return f"agent_{agent_id}".replace(".", "_")
 
 
 def request_subject(agent_id: str) -> str:
@@ -100,15 +106,36 @@ class Bus:
         """The hub's streams, created or brought to this configuration."""
         retention = self.settings.hub_request_retention
         for name, subjects in ((TASKS, ["task.request.>"]), (REPLIES, ["reply.>"]),
-                               (DEAD, ["dead.>"])):
+                               (DEAD, ["dead.>"]), (BAD_JSON, ["bad_json_log.>"])):
             config = StreamConfig(name=name, subjects=subjects,
                                   retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
-                                  max_age=retention if name != DEAD else None,
+                                  max_age=retention if name in (TASKS, REPLIES) else None,
                                   duplicate_window=_DUPLICATE_WINDOW)
             try:
                 await self.js.add_stream(config)
             except BadRequestError:
                 await self.js.update_stream(config)
+
+    async def pending(self, agent_id: str) -> int:
+        """Requests waiting for ``agent_id``: not yet delivered, or delivered and not yet
+        acknowledged (0 before its first copy ever started)."""
+        try:
+            info = await self.js.consumer_info(TASKS, durable_of(agent_id))
+        except NotFoundError:
+            return 0
+        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+
+    async def admit(self, agent_id: str) -> float:
+        """Backpressure before a request to ``agent_id``: the seconds to slow down by
+        (above HUB_SOFT_LIMIT waiting requests, growing to a second at the hard limit);
+        BusOverloaded above HUB_HARD_LIMIT."""
+        soft, hard = self.settings.hub_soft_limit, self.settings.hub_hard_limit
+        waiting = await self.pending(agent_id)
+        if waiting >= hard:
+            raise BusOverloaded(agent_id, waiting, hard)
+        if waiting < soft:
+            return 0.0
+        return min(1.0, (waiting - soft + 1) / max(1, hard - soft))
 
     async def publish(self, subject: str, message: Envelope, headers: Headers) -> bool:
         """Persist ``message`` on ``subject``; False when JetStream already had it (the
@@ -120,6 +147,27 @@ class Bus:
             log.info("duplicate publish of %s on %s dropped", message.message_id, subject)
         return not ack.duplicate
 
+    async def read(self, msg: Msg) -> Message:
+        """The HMP message ``msg`` carries. JSON an agent broke (a missing brace, single
+        quotes) is repaired when json-repair can read it; the original is kept in the
+        bad_json_log stream with who sent it. Raises Violation for what stays unreadable
+        or breaks a rule."""
+        try:
+            return parse(msg.data)
+        except Violation as exc:
+            if exc.field != "body" or not exc.rule.startswith("is not JSON"):
+                raise
+            repaired = _repair(msg.data)
+            if repaired is None:
+                raise
+        sender = str(repaired.get("sender_id") or (msg.headers or {}).get(CORRELATION, "?"))
+        await self.nc.publish(f"bad_json_log.{_token(sender)}", msg.data, headers={
+            "Sender": sender, "Subject": msg.subject, **{
+                k: v for k, v in (msg.headers or {}).items() if k in (CORRELATION, TRACE)}})
+        await self.nc.flush()
+        log.warning("repaired broken JSON from %s on %s", sender, msg.subject)
+        return parse(repaired)
+
     async def request(self, receiver: str, request: TaskRequest) -> TaskResponse:
         """Send ``request`` to agent ``receiver`` and wait for its answer until the
         request's deadline; then the answer is a failed response with TIMEOUT."""
@@ -128,7 +176,7 @@ class Bus:
 
         async def on_reply(msg: Msg) -> None:
             try:
-                message = parse(msg.data)
+                message = await self.read(msg)
             except Violation as exc:
                 log.warning("unreadable answer for %s: %s", request.sender_id, exc)
                 return
@@ -136,6 +184,9 @@ class Bus:
                     and not answered.done():
                 answered.set_result(message)
 
+        pause = await self.admit(receiver)  # before anything is sent: refused, not lost
+        if pause:
+            await asyncio.sleep(pause)
         subscription = await self.nc.subscribe(reply_subject(request.sender_id),
                                                cb=on_reply)
         try:
@@ -161,3 +212,19 @@ class Bus:
             await self.nc.close()
         if self.embedded is not None:
             await self.embedded.stop()
+
+
+def _repair(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` read by json-repair, when that gives an object."""
+    import json_repair
+
+    try:
+        value = json_repair.loads(raw.decode("utf-8", errors="replace"))
+    except Exception:
+        return None
+    return value if isinstance(value, dict) and value else None
+
+
+def _token(value: str) -> str:
+    """``value`` as one subject token."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in value)[:64] or "unknown"

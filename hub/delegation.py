@@ -12,6 +12,7 @@ from agent_core import Delegated
 
 from .bus import Bus
 from .discovery import choose, discover
+from .errors import BusOverloaded
 from .messages import TaskRequest
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,13 @@ class HubDelegation:
         if chosen is None:
             return Delegated("failed", "", {"error": f"no live agent offers {capability!r}"},
                              "NO_AGENT")
-        response = await self.bus.request(chosen.agent_id, TaskRequest(
+        try:
+            response = await self.bus.request(chosen.agent_id, TaskRequest(
             sender_id=self.sender_id, intent=capability,
-            arguments={"text": text, **arguments}, deadline_ms=deadline_ms,
-            correlation_id=_safe(correlation_id)))
+                arguments={"text": text, **arguments}, deadline_ms=deadline_ms,
+                correlation_id=_safe(correlation_id)))
+        except BusOverloaded as exc:
+            return Delegated("failed", chosen.agent_id, {"error": str(exc)}, "OVERLOADED")
         next_steps = response.result.get("next_steps") if response.status == "partial" else []
         return Delegated(response.status, chosen.agent_id, response.result,
                          response.error_code, list(next_steps or []))

@@ -28,6 +28,10 @@ class HubSettings(Settings):
         5, ge=1, le=100, description="deliveries of a request before it is dead-lettered")
     hub_ack_wait: float = Field(
         30.0, gt=0, description="seconds an agent may hold a request unacknowledged")
+    hub_soft_limit: int = Field(
+        5000, ge=1, description="requests waiting for an agent before publishing slows")
+    hub_hard_limit: int = Field(
+        10000, ge=1, description="requests waiting for an agent before publishing is refused")
     hub_traffic: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="capability -> {agent id: weight}: a canary split")
 

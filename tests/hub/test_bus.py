@@ -199,3 +199,56 @@ def _headers(correlation: str) -> Any:
     from hub import Headers
 
     return Headers(correlation, correlation)
+
+
+async def test_an_agents_broken_json_is_repaired_and_the_original_kept(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    bus = await make_bus()
+    agent_id = unique("sloppy")
+    agent = Echo(agent_id)
+    await run_agent(bus, agent)
+    sender = unique("llm")
+    replies = await watch(bus, reply_subject(sender))
+    # What an LLM writes: single quotes, a trailing comma, the last brace missing.
+    broken = (f"{{'type': 'task_request', 'sender_id': '{sender}', 'task_id': 't-7', "
+              "'intent': 'echo', 'arguments': {'claim': 'C-7',}, 'deadline_ms': 5000")
+    await bus.js.publish(request_subject(agent_id), broken.encode(),
+                         headers={CORRELATION: "corr-7"})
+    await until(lambda: replies)
+    answer = TaskResponse.model_validate_json(replies[0].data)
+    assert answer.status == "success" and answer.result["echo"] == {"claim": "C-7"}
+    kept = await bus.js.get_last_msg("HMP_BAD_JSON", f"bad_json_log.{sender}")
+    assert kept.data == broken.encode()
+    assert kept.headers is not None and kept.headers["Sender"] == sender
+    assert kept.headers[CORRELATION] == "corr-7"
+
+
+async def test_backpressure_slows_above_the_soft_limit_and_refuses_above_the_hard_one(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    from hub.errors import BusOverloaded
+
+    bus = await make_bus(hub_soft_limit=2, hub_hard_limit=4)
+    agent_id = unique("swamped")
+    runner = await run_agent(bus, Echo(agent_id))
+    await runner.stop()  # its consumer stays; nobody pulls: requests pile up
+    accepted = []
+    delays = []
+    for n in range(4):
+        delays.append(await bus.admit(agent_id))
+        request = ask(agent_id, n=n)
+        await bus.publish(request_subject(agent_id), request, _headers(request.correlation_id))
+        accepted.append(request.task_id)
+    assert delays[:2] == [0.0, 0.0] and all(d > 0 for d in delays[2:]), delays
+    assert await bus.pending(agent_id) == 4
+    try:
+        await bus.request(agent_id, ask(agent_id, n=99))
+    except BusOverloaded as exc:
+        assert exc.pending == 4 and exc.limit == 4 and "HUB_HARD_LIMIT" in str(exc)
+    else:
+        raise AssertionError("the fifth request was not refused")
+    assert await bus.pending(agent_id) == 4, "the refused request was not queued either"
+    # Nothing accepted was dropped: a copy that starts now answers all four.
+    again = Echo(agent_id)
+    await run_agent(await make_bus(), again)
+    await until(lambda: len(again.seen) == 4)
+    assert sorted(again.seen) == sorted(accepted)
