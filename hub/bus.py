@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,8 @@ CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
 _DUPLICATE_WINDOW = 120.0
 #: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
 _GRACE = 2.0
+#: Seconds a known request-stream depth is trusted while it is far below the soft limit.
+_DEPTH_TTL = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,8 @@ class Bus:
         self.js: JetStreamContext = nc.jetstream()
         self.settings = settings
         self.embedded = embedded
+        #: agent id -> (requests waiting when last asked, when, published here since)
+        self._depths: dict[str, tuple[int, float, int]] = {}
 
     @classmethod
     async def connect(cls, settings: HubSettings) -> Bus:
@@ -130,7 +135,14 @@ class Bus:
         (above HUB_SOFT_LIMIT waiting requests, growing to a second at the hard limit);
         BusOverloaded above HUB_HARD_LIMIT."""
         soft, hard = self.settings.hub_soft_limit, self.settings.hub_hard_limit
-        waiting = await self.pending(agent_id)
+        known, at, since = self._depths.get(agent_id, (0, -1.0, 0))
+        # The depth is asked again (a round trip) when it is old, or when it may be near
+        # the soft limit counting what this process published since.
+        if at < 0 or time.monotonic() - at > _DEPTH_TTL or known + since >= soft:
+            known, since = await self.pending(agent_id), 0
+            at = time.monotonic()
+        waiting = known + since
+        self._depths[agent_id] = (known, at, since + 1)
         if waiting >= hard:
             raise BusOverloaded(agent_id, waiting, hard)
         if waiting < soft:

@@ -23,10 +23,10 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
-import io
 import json
 import time
 import uuid
+import zlib
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -124,11 +124,14 @@ class ContextUpdate(Envelope):
             packed = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             raise ValueError("must be base64 (of gzip-compressed data)") from None
+        # Decompressed up to one byte past the limit, never further (a gzip bomb stops there).
+        unpacking = zlib.decompressobj(wbits=31)
         try:
-            with gzip.GzipFile(fileobj=io.BytesIO(packed)) as unpacked:
-                size = len(unpacked.read(MAX_CONTEXT_BYTES + 1))
-        except (OSError, EOFError):
+            size = len(unpacking.decompress(packed, MAX_CONTEXT_BYTES + 1))
+        except zlib.error:
             raise ValueError("must be gzip-compressed data, base64-encoded") from None
+        if size <= MAX_CONTEXT_BYTES and not unpacking.eof:
+            raise ValueError("must be gzip-compressed data, base64-encoded (it is cut short)")
         if size > MAX_CONTEXT_BYTES:
             raise ValueError(f"holds more than {MAX_CONTEXT_BYTES} bytes once decompressed")
         return value
