@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 from typing import Any
 
@@ -21,8 +22,10 @@ from .settings import GatewaySettings
 def add_commands(sub: Any) -> None:
     """Register the hub's subcommands."""
     hub = sub.add_parser("hub", help="run the agent hub's services (discovery, deadlines)")
-    hub.add_argument("action", nargs="?", choices=["run", "status"], default="run",
-                     help="run the services (default), or list agents and stream depths")
+    hub.add_argument("action", nargs="?", choices=["run", "status", "replay"], default="run",
+                     help="run the services (default), list agents and stream depths, or "
+                          "replay one correlation id's messages")
+    hub.add_argument("correlation_id", nargs="?", help="for replay")
     hub.set_defaults(handler=cmd_hub)
     agent = sub.add_parser("agent", help="run a TaskLoop agent on the hub")
     agent.add_argument("--id", required=True, help="the agent's id (copies share one)")
@@ -35,6 +38,10 @@ def add_commands(sub: Any) -> None:
 
 def cmd_hub(args: argparse.Namespace, settings: GatewaySettings) -> int:
     """The services, or their status."""
+    if args.action == "replay":
+        if not args.correlation_id:
+            raise ConfigError("hub replay needs the correlation id")
+        return asyncio.run(_replay(settings, args.correlation_id))
     return asyncio.run(_status(settings) if args.action == "status" else _services(settings))
 
 
@@ -114,6 +121,22 @@ async def _status(settings: GatewaySettings) -> int:
     finally:
         await bus.close()
     return 0
+
+
+async def _replay(settings: GatewaySettings, correlation_id: str) -> int:
+    from hub import Bus
+    from hub.replay import replay
+
+    bus = await Bus.connect(settings)
+    try:
+        hops = await replay(bus, correlation_id)
+    finally:
+        await bus.close()
+    for hop in hops:
+        print(json.dumps({"at": hop.stored_at.isoformat(), "stream": hop.stream,
+                          "subject": hop.subject, "message": hop.message},
+                         ensure_ascii=False))
+    return 0 if hops else 1
 
 
 async def _until_stopped() -> None:

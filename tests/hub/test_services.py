@@ -53,7 +53,7 @@ async def test_the_hub_answers_timeout_for_an_agent_that_died(
         dying = Hang(agent_id)
         runner = await run_agent(bus, dying)
         caller = await make_bus()
-        request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=1500)
+        request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=3000)
         answer = asyncio.ensure_future(caller.request(agent_id, request))
         await asyncio.wait_for(dying.started.wait(), 10)
         assert runner._task is not None
@@ -133,3 +133,51 @@ async def test_a_taskloop_agent_answers_a_delegated_task(
     finally:
         await discovery.stop()
         await runtime.aclose()
+
+
+async def test_contexts_keep_the_newest_version_until_it_expires(
+        make_bus: BusFactory) -> None:
+    import time
+
+    from hub.contexts import Contexts
+    from hub.messages import MAX_CONTEXT_BYTES, ContextUpdate
+    from tests.unit.test_hmp import packed
+
+    contexts = Contexts(await make_bus())
+    cid = unique("case")
+
+    def update(version: int, data: str, *, expires: float = 60.0) -> ContextUpdate:
+        return ContextUpdate(sender_id="a", context_id=cid, version=version, data=data,
+                             expires_at=time.time() + expires)
+
+    assert await contexts.put(update(2, ContextUpdate.pack(b"two")))
+    assert not await contexts.put(update(1, ContextUpdate.pack(b"one"))), "stale"
+    assert not await contexts.put(update(2, ContextUpdate.pack(b"again"))), "same version"
+    kept = await contexts.get(cid)
+    assert kept is not None and kept.version == 2
+    big = update(3, packed(MAX_CONTEXT_BYTES))  # 2 MB once decompressed: fits the hub
+    assert await contexts.put(big)
+    assert (await contexts.get(cid)) == big
+    assert await contexts.put(update(4, ContextUpdate.pack(b"brief"), expires=0.3))
+    await asyncio.sleep(0.5)
+    assert await contexts.get(cid) is None, "expired contexts are gone"
+    assert await contexts.put(update(1, ContextUpdate.pack(b"fresh start")))
+
+
+async def test_replay_shows_a_correlation_ids_messages_in_order(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    from hub.replay import replay
+
+    bus = await make_bus()
+    agent_id = unique("replayed")
+    await run_agent(bus, Echo(agent_id))
+    request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=10_000,
+                          arguments={"step": 1})
+    other = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=10_000)
+    await bus.request(agent_id, request)
+    await bus.request(agent_id, other)
+    hops = await replay(bus, request.correlation_id)
+    assert [(h.stream, h.message["type"]) for h in hops] == [
+        ("HMP_TASKS", "task_request"), ("HMP_REPLIES", "task_response")]
+    assert hops[0].message["task_id"] == hops[1].message["task_id"] == request.task_id
+    assert hops[0].stored_at <= hops[1].stored_at
