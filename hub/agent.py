@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
@@ -76,6 +77,7 @@ class AgentRunner:
                                      version=agent.version,
                                      load=lambda: 100.0 if self.busy else 0.0)
         self._task: asyncio.Task[None] | None = None
+        self._service: Any = None
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -92,11 +94,39 @@ class AgentRunner:
             config=config)
         self._task = asyncio.create_task(self._pull(), name=f"agent-{self.agent.agent_id}")
         self.heartbeats.start()
+        self._service = await self._serve_status()
+
+    async def _serve_status(self) -> Any:
+        """This copy in the NATS service API: ``$SRV.PING``, ``$SRV.INFO`` and
+        ``$SRV.STATS`` find it by its agent id, and its ``status`` endpoint
+        (``hermes.agent.<id>.status``) says what it has handled."""
+        from nats import micro
+        from nats.micro.request import Request
+        from nats.micro.service import ServiceConfig
+
+        agent = self.agent
+        service = await micro.add_service(self.bus.nc, ServiceConfig(
+            name=service_name(agent.agent_id), version=_semver(agent.version),
+            description=f"hermes hub agent {agent.agent_id}",
+            metadata={"agent_id": agent.agent_id,
+                      "capabilities": ",".join(agent.capabilities)}))
+
+        async def status(request: Request) -> None:
+            await request.respond(json.dumps({
+                "agent_id": agent.agent_id, "handled": self.handled, "busy": self.busy,
+                "instance": self.heartbeats.instance}).encode())
+
+        await service.add_endpoint(name="status", subject=f"hermes.agent.{agent.agent_id}"
+                                   ".status", handler=status)
+        return service
 
     async def stop(self) -> None:
         """Stop pulling; a request being handled finishes first."""
         self._stopping.set()
         await self.heartbeats.stop()
+        if self._service is not None:
+            with contextlib.suppress(Exception):  # its connection may be gone already
+                await self._service.stop()
         if self._task is not None:
             await asyncio.wait([self._task], timeout=10)
             self._task.cancel()
@@ -188,6 +218,17 @@ class AgentRunner:
             log.warning("agent %s dropped a message with no sender: %s", self.agent.agent_id,
                         violation)
         await msg.term()
+
+
+def service_name(agent_id: str) -> str:
+    """``agent_id`` as a NATS service name (letters, digits, - and _)."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in agent_id)
+
+
+def _semver(version: str) -> str:
+    """A version as the service API wants it (semantic: 1.2 becomes 1.2.0)."""
+    parts = [p for p in version.split(".") if p.isdigit()][:3]
+    return ".".join([*parts, *["0"] * (3 - len(parts))])
 
 
 def _task_id(raw: bytes) -> str | None:

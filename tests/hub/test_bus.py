@@ -252,3 +252,23 @@ async def test_backpressure_slows_above_the_soft_limit_and_refuses_above_the_har
     await run_agent(await make_bus(), again)
     await until(lambda: len(again.seen) == 4)
     assert sorted(again.seen) == sorted(accepted)
+
+
+async def test_a_running_agent_answers_the_nats_service_api(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    from hub.agent import service_name
+
+    bus = await make_bus()
+    agent_id = unique("served")
+    runner = await run_agent(bus, Echo(agent_id))
+    name = service_name(agent_id)
+    ping = json.loads((await bus.nc.request(f"$SRV.PING.{name}", b"", timeout=5)).data)
+    assert ping["name"] == name and ping["metadata"]["agent_id"] == agent_id
+    info = json.loads((await bus.nc.request(f"$SRV.INFO.{name}", b"", timeout=5)).data)
+    assert [e["name"] for e in info["endpoints"]] == ["status"]
+    await bus.request(agent_id, ask(agent_id))
+    status = json.loads((await bus.nc.request(f"hermes.agent.{agent_id}.status", b"",
+                                              timeout=5)).data)
+    assert status["handled"] == runner.handled == 1
+    stats = json.loads((await bus.nc.request(f"$SRV.STATS.{name}", b"", timeout=5)).data)
+    assert stats["endpoints"][0]["num_requests"] == 1
