@@ -28,6 +28,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 
 from .errors import BusOverloaded
 from .messages import Envelope, Message, TaskRequest, TaskResponse, Violation, parse
+from .schemas import SchemaRegistry
 from .server import EmbeddedNats
 from .settings import HubSettings
 
@@ -84,6 +85,8 @@ class Bus:
         self.embedded = embedded
         #: agent id -> (requests waiting when last asked, when, published here since)
         self._depths: dict[str, tuple[int, float, int]] = {}
+        #: The published schemas, once ``connect`` has opened them.
+        self.schemas: SchemaRegistry | None = None
 
     @classmethod
     async def connect(cls, settings: HubSettings) -> Bus:
@@ -105,6 +108,7 @@ class Bus:
             raise
         bus = cls(nc, settings, embedded)
         await bus.ensure_streams()
+        bus.schemas = await SchemaRegistry.open(bus.js)
         return bus
 
     async def ensure_streams(self) -> None:
@@ -159,13 +163,18 @@ class Bus:
             log.info("duplicate publish of %s on %s dropped", message.message_id, subject)
         return not ack.duplicate
 
+    def parse(self, raw: bytes) -> Message:
+        """``raw`` read as an HMP message, against the latest published schemas."""
+        return parse(raw, self.schemas.check if self.schemas is not None else None)
+
     async def read(self, msg: Msg) -> Message:
         """The HMP message ``msg`` carries. JSON an agent broke (a missing brace, single
         quotes) is repaired when json-repair can read it; the original is kept in the
         bad_json_log stream with who sent it. Raises Violation for what stays unreadable
         or breaks a rule."""
+        check = self.schemas.check if self.schemas is not None else None
         try:
-            return parse(msg.data)
+            return parse(msg.data, check)
         except Violation as exc:
             if exc.field != "body" or not exc.rule.startswith("is not JSON"):
                 raise
@@ -178,7 +187,7 @@ class Bus:
                 k: v for k, v in (msg.headers or {}).items() if k in (CORRELATION, TRACE)}})
         await self.nc.flush()
         log.warning("repaired broken JSON from %s on %s", sender, msg.subject)
-        return parse(repaired)
+        return parse(repaired, check)
 
     async def request(self, receiver: str, request: TaskRequest) -> TaskResponse:
         """Send ``request`` to agent ``receiver`` and wait for its answer until the
@@ -220,6 +229,8 @@ class Bus:
     async def close(self) -> None:
         """Close the connection (every publish was acknowledged when it returned); stop
         the embedded server if this process started it."""
+        if self.schemas is not None:
+            await self.schemas.close()
         with contextlib.suppress(Exception):
             await self.nc.close()
         if self.embedded is not None:

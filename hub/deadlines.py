@@ -20,7 +20,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from .bus import REPLIES, TASKS, Bus, Headers, reply_subject
-from .messages import TaskRequest, TaskResponse, Violation, parse
+from .messages import TaskRequest, TaskResponse, Violation
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class DeadlineWatch:
 
     async def _on_request(self, msg: Msg) -> None:
         try:
-            request = parse(msg.data)
+            request = self.bus.parse(msg.data)
         except Violation:
             return  # its agent answers it with the violation
         if isinstance(request, TaskRequest) and request.task_id not in self._open:
@@ -76,7 +76,7 @@ class DeadlineWatch:
 
     async def _on_reply(self, msg: Msg) -> None:
         try:
-            answer = parse(msg.data)
+            answer = self.bus.parse(msg.data)
         except Violation:
             return
         if isinstance(answer, TaskResponse) and answer.status != "partial":

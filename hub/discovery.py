@@ -28,7 +28,7 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from .bus import Bus
-from .messages import Heartbeat, Violation, parse
+from .messages import Heartbeat, Violation
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Discovery:
 
     async def _on_heartbeat(self, msg: Msg) -> None:
         try:
-            beat = parse(msg.data)
+            beat = self.bus.parse(msg.data)
         except Violation as exc:
             log.warning("heartbeat refused: %s", exc)
             return

@@ -27,6 +27,7 @@ import json
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -199,8 +200,10 @@ TYPES = ("task_request", "task_response", "context_update", "tool_call", "heartb
 _MESSAGE: TypeAdapter[Any] = TypeAdapter(Message)
 
 
-def parse(raw: bytes | str | dict[str, Any]) -> Message:
-    """One HMP message, validated; Violation names the first field that breaks a rule."""
+def parse(raw: bytes | str | dict[str, Any],
+          check: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Message:
+    """One HMP message, validated; Violation names the first field that breaks a rule.
+    ``check``: the published schemas' check (``SchemaRegistry.check``), run first."""
     data: Any = raw
     if not isinstance(raw, dict):
         try:
@@ -213,6 +216,8 @@ def parse(raw: bytes | str | dict[str, Any]) -> Message:
            for k in ("message_id", "sender_id")}
     if data.get("type") not in TYPES:
         raise Violation("type", f"must be one of {', '.join(TYPES)}", **ids)
+    if check is not None:
+        data = check(data)
     try:
         message: Message = _MESSAGE.validate_python(data)
     except ValidationError as exc:

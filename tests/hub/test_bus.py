@@ -272,3 +272,39 @@ async def test_a_running_agent_answers_the_nats_service_api(
     assert status["handled"] == runner.handled == 1
     stats = json.loads((await bus.nc.request(f"$SRV.STATS.{name}", b"", timeout=5)).data)
     assert stats["endpoints"][0]["num_requests"] == 1
+
+
+async def test_a_schema_change_published_while_agents_run_takes_effect_without_restart(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    from hub.messages import schemas
+
+    agent_bus = await make_bus()
+    agent_id = unique("evolving")
+    agent = Echo(agent_id)
+    await run_agent(agent_bus, agent)
+    caller = await make_bus()
+    sender = unique("old-client")
+    replies = await watch(caller, reply_subject(sender))
+    no_deadline = {"type": "task_request", "sender_id": sender, "task_id": "t-a",
+                   "intent": "echo", "arguments": {}}
+    await caller.js.publish(request_subject(agent_id), json.dumps(no_deadline).encode())
+    await until(lambda: replies)
+    refused = TaskResponse.model_validate_json(replies[0].data)
+    assert (refused.error_code, refused.result["field"]) == ("INVALID_MESSAGE", "deadline_ms")
+    assert "schema v1" in refused.result["rule"]
+    # deadline_ms becomes optional, with a default: published once, on the bus.
+    schema = schemas()["task_request"]
+    schema["required"] = [f for f in schema["required"] if f != "deadline_ms"]
+    schema["properties"]["deadline_ms"]["default"] = 5000
+    assert caller.schemas is not None and agent_bus.schemas is not None
+    before = caller.schemas.version("task_request")
+    version = await caller.schemas.publish("task_request", schema)
+    assert version == before + 1
+    await until(lambda: agent_bus.schemas.version("task_request") == version)
+    await caller.js.publish(request_subject(agent_id),
+                            json.dumps({**no_deadline, "task_id": "t-b"}).encode())
+    await until(lambda: len(replies) == 2)
+    accepted = TaskResponse.model_validate_json(replies[1].data)
+    assert accepted.status == "success" and accepted.task_id == "t-b"
+    # Put v1's rule back for the rest of the session's tests.
+    await caller.schemas.publish("task_request", schemas()["task_request"])
