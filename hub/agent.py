@@ -26,6 +26,8 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from agent_core.background import Background
+
 from .bus import TASKS, Bus, Headers, durable_of, reply_subject, request_subject
 from .deadlines import deadline_of
 from .discovery import Heartbeats
@@ -76,9 +78,8 @@ class AgentRunner:
         self.heartbeats = Heartbeats(bus, agent.agent_id, agent.capabilities,
                                      version=agent.version,
                                      load=lambda: 100.0 if self.busy else 0.0)
-        self._task: asyncio.Task[None] | None = None
         self._service: Any = None
-        self._stopping = asyncio.Event()
+        self._loop = Background()
 
     async def start(self) -> None:
         """Bind to the agent's durable consumer and start pulling."""
@@ -92,9 +93,14 @@ class AgentRunner:
         self._subscription = await self.bus.js.pull_subscribe(
             request_subject(self.agent.agent_id), durable=durable, stream=TASKS,
             config=config)
-        self._task = asyncio.create_task(self._pull(), name=f"agent-{self.agent.agent_id}")
+        self._loop.start(self._pull(), name=f"agent-{self.agent.agent_id}")
         self.heartbeats.start()
         self._service = await self._serve_status()
+
+    def abandon(self) -> None:
+        """Stop pulling at once, leaving the request in hand unanswered and
+        unacknowledged (what a crash does: it is redelivered after the ack wait)."""
+        self._loop.cancel()
 
     async def _serve_status(self) -> Any:
         """This copy in the NATS service API: ``$SRV.PING``, ``$SRV.INFO`` and
@@ -122,20 +128,16 @@ class AgentRunner:
 
     async def stop(self) -> None:
         """Stop pulling; a request being handled finishes first."""
-        self._stopping.set()
         await self.heartbeats.stop()
         if self._service is not None:
             with contextlib.suppress(Exception):  # its connection may be gone already
                 await self._service.stop()
-        if self._task is not None:
-            await asyncio.wait([self._task], timeout=10)
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=5)
+        await self._loop.stop(grace=10)
         with contextlib.suppress(Exception):  # its connection may be gone already
             await self._subscription.unsubscribe()
 
     async def _pull(self) -> None:
-        while not self._stopping.is_set():
+        while self._loop.running:
             try:
                 messages = await self._subscription.fetch(1, timeout=1.0)
             except Exception as exc:
@@ -145,7 +147,7 @@ class AgentRunner:
                     raise asyncio.CancelledError from exc
                 if not isinstance(exc, NatsTimeout):  # the server is away: keep trying
                     log.warning("agent %s cannot pull: %s", self.agent.agent_id, exc)
-                    await asyncio.sleep(1.0)
+                    await self._loop.pause(1.0)
                 continue
             for msg in messages:
                 await self._handle(msg)

@@ -9,7 +9,6 @@ An agent's answer after the deadline is dropped by its runner (and logged).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import heapq
 import logging
@@ -18,6 +17,8 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
+
+from agent_core.background import Background
 
 from .bus import REPLIES, TASKS, Bus, Headers, reply_subject
 from .messages import TaskRequest, TaskResponse, Violation
@@ -41,8 +42,7 @@ class DeadlineWatch:
         self._open: dict[str, tuple[TaskRequest, Headers]] = {}
         self._due: list[tuple[float, str]] = []
         self._subscriptions: list[Any] = []
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
+        self._loop = Background()
         self.timed_out = 0
 
     async def start(self) -> None:
@@ -52,15 +52,11 @@ class DeadlineWatch:
                                         deliver_policy=DeliverPolicy.NEW, cb=self._on_request),
             await self.bus.js.subscribe("reply.>", stream=REPLIES, ordered_consumer=True,
                                         deliver_policy=DeliverPolicy.NEW, cb=self._on_reply)]
-        self._task = asyncio.create_task(self._watch(), name="deadline-watch")
+        self._loop.start(self._watch(), name="deadline-watch")
 
     async def stop(self) -> None:
         """Stop watching (a timeout being answered is answered first)."""
-        self._stopping.set()
-        if self._task is not None:
-            await asyncio.wait([self._task], timeout=5)
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=5)
+        await self._loop.stop()
         for subscription in self._subscriptions:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
@@ -83,15 +79,14 @@ class DeadlineWatch:
             self._open.pop(answer.task_id, None)
 
     async def _watch(self) -> None:
-        while not self._stopping.is_set():
+        while self._loop.running:
             now = time.time()
             while self._due and self._due[0][0] <= now:
                 _, task_id = heapq.heappop(self._due)
                 entry = self._open.pop(task_id, None)
                 if entry is not None:
                     await self._time_out(*entry)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.tick)
+            await self._loop.pause(self.tick)
 
     async def _time_out(self, request: TaskRequest, headers: Headers) -> None:
         answer = TaskResponse(

@@ -11,7 +11,6 @@ candidates: weighted by the configured traffic split (a canary at 30%), and an a
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.msg import Msg
+
+from agent_core.background import Background
 
 from .bus import Bus
 from .messages import Heartbeat, Violation
@@ -61,20 +62,15 @@ class Heartbeats:
         self.load = load
         self.interval = interval
         self.instance = uuid.uuid4().hex[:12]
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
+        self._loop = Background()
 
     def start(self) -> None:
         """Beat in the background (the first beat at once)."""
-        self._task = asyncio.create_task(self._beat(), name=f"heartbeat-{self.agent_id}")
+        self._loop.start(self._beat(), name=f"heartbeat-{self.agent_id}")
 
     async def stop(self) -> None:
         """Stop beating (the copy goes offline after three missed beats)."""
-        self._stopping.set()
-        if self._task is not None:
-            await asyncio.wait([self._task], timeout=5)
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=5)
+        await self._loop.stop()
 
     def heartbeat(self) -> Heartbeat:
         """This copy's heartbeat now."""
@@ -85,13 +81,12 @@ class Heartbeats:
                          endpoint=f"{os.getpid()}:{self.instance}")
 
     async def _beat(self) -> None:
-        while not self._stopping.is_set():
+        while self._loop.running:
             try:
                 await self.bus.nc.publish(HEALTHCHECK, self.heartbeat().to_json())
             except Exception as exc:
                 log.warning("heartbeat of %s not sent: %s", self.agent_id, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.interval)
+            await self._loop.pause(self.interval)
 
 
 class Discovery:

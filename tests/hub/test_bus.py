@@ -124,8 +124,7 @@ async def test_a_request_whose_copy_dies_is_redelivered_to_the_other_and_answere
     answer = asyncio.ensure_future(caller.request(agent_id, request))
     await asyncio.wait_for(dying.started.wait(), 10)
     # The copy dies: its process goes, without acknowledging or answering.
-    assert dying_runner._task is not None
-    dying_runner._task.cancel()
+    dying_runner.abandon()
     await dying_bus.nc.close()
     survivor = Echo(agent_id, name="survivor")
     await run_agent(await make_bus(hub_ack_wait=1.0), survivor)

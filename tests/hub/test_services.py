@@ -56,8 +56,7 @@ async def test_the_hub_answers_timeout_for_an_agent_that_died(
         request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=3000)
         answer = asyncio.ensure_future(caller.request(agent_id, request))
         await asyncio.wait_for(dying.started.wait(), 10)
-        assert runner._task is not None
-        runner._task.cancel()
+        runner.abandon()
         await bus.nc.close()
         response = await asyncio.wait_for(answer, 10)
         assert (response.sender_id, response.error_code) == ("hub", "TIMEOUT")
