@@ -180,3 +180,40 @@ async def test_replay_shows_a_correlation_ids_messages_in_order(
         ("HMP_TASKS", "task_request"), ("HMP_REPLIES", "task_response")]
     assert hops[0].message["task_id"] == hops[1].message["task_id"] == request.task_id
     assert hops[0].stored_at <= hops[1].stored_at
+
+
+async def test_the_delegate_tool_turns_timeouts_and_refusals_into_tool_errors(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    from agent_core import Services, ToolContext, ToolExecutor, ToolRegistry
+    from tools.delegate import delegate
+
+    bus = await make_bus()
+    discovery = Discovery(bus)
+    watch_ = DeadlineWatch(bus)
+    await discovery.start()
+    await watch_.start()
+    capability = f"slow_{unique('x').replace('-', '_')}"
+    slow = Echo(unique("slowpoke"), delay=3.0)
+    slow.capabilities = (capability,)
+    await run_agent(await make_bus(), slow)
+    executor = ToolExecutor(ToolRegistry([delegate]))
+    ctx = ToolContext(user_id="u", conversation_id="c", trace_id="trace-9",
+                      permissions=frozenset({"read"}),
+                      services=Services(delegation=HubDelegation(bus, "gateway")))
+    try:
+        await until(lambda: discovery.live(capability))
+        late = await executor.execute("delegate", {"capability": capability, "task": "x",
+                                                   "deadline_ms": 300}, ctx)
+        assert not late.ok and late.error is not None and late.error.retryable
+        assert "TIMEOUT" in late.error.message and slow.agent_id in late.error.message
+        nobody = await executor.execute("delegate", {"capability": "nobody_does_this",
+                                                     "task": "x"}, ctx)
+        assert not nobody.ok and nobody.error is not None
+        assert "NO_AGENT" in nobody.error.message and not nobody.error.retryable
+        alone = await executor.execute("delegate", {"capability": capability, "task": "x"},
+                                       ToolContext(user_id="u", conversation_id="c",
+                                                   trace_id="t"))
+        assert not alone.ok and "no agent hub" in alone.observation()
+    finally:
+        await watch_.stop()
+        await discovery.stop()
