@@ -266,6 +266,7 @@ async def test_a_running_agent_answers_the_nats_service_api(
     info = json.loads((await bus.nc.request(f"$SRV.INFO.{name}", b"", timeout=5)).data)
     assert [e["name"] for e in info["endpoints"]] == ["status"]
     await bus.request(agent_id, ask(agent_id))
+    await until(lambda: runner.handled == 1)  # it counts once its answer is acknowledged
     status = json.loads((await bus.nc.request(f"hermes.agent.{agent_id}.status", b"",
                                               timeout=5)).data)
     assert status["handled"] == runner.handled == 1
