@@ -67,12 +67,12 @@ async def test_the_hub_answers_timeout_for_an_agent_that_died(
 async def test_discovery_lists_live_agents_by_load_and_forgets_silent_ones(
         make_bus: BusFactory) -> None:
     bus = await make_bus()
-    discovery = Discovery(bus, interval=0.2)
+    discovery = Discovery(bus, interval=0.5)
     await discovery.start()
     capability = f"claim_{unique('x').replace('-', '_')}"
-    idle = Heartbeats(bus, unique("idle"), (capability,), load=lambda: 10.0, interval=0.2)
-    busy = Heartbeats(bus, unique("busy"), (capability,), load=lambda: 90.0, interval=0.2)
-    other = Heartbeats(bus, unique("other"), ("something_else",), interval=0.2)
+    idle = Heartbeats(bus, unique("idle"), (capability,), load=lambda: 10.0, interval=0.5)
+    busy = Heartbeats(bus, unique("busy"), (capability,), load=lambda: 90.0, interval=0.5)
+    other = Heartbeats(bus, unique("other"), ("something_else",), interval=0.5)
     for beats in (idle, busy, other):
         beats.start()
     try:
