@@ -114,7 +114,8 @@ async def _status(settings: GatewaySettings) -> int:
             agents = []
         for agent in agents:
             console.print(f"{agent.agent_id}: load {agent.load_percent:.0f}%, "
-                          f"{agent.copies} running, version {agent.version}")
+                          f"{agent.copies} running, version {agent.version}, offers "
+                          f"{', '.join(agent.capabilities) or 'nothing'}")
         for stream in (TASKS, REPLIES, DEAD):
             info = await bus.js.stream_info(stream)
             console.print(f"stream {stream}: {info.state.messages} messages")

@@ -47,6 +47,8 @@ class Candidate:
     load_percent: float
     copies: int
     version: str
+    #: What its copies offer (the union of their heartbeats').
+    capabilities: tuple[str, ...] = ()
 
 
 class Heartbeats:
@@ -144,7 +146,8 @@ class Discovery:
             if intent is None or intent in beat.capabilities:
                 agents.setdefault(agent_id, []).append(beat)
         found = [Candidate(agent_id, sum(b.load_percent for b in beats) / len(beats),
-                           len(beats), max(b.version for b in beats))
+                           len(beats), max(b.version for b in beats),
+                           tuple(sorted({c for b in beats for c in b.capabilities})))
                  for agent_id, beats in agents.items()]
         return sorted(found, key=lambda c: (c.load_percent, c.agent_id))
 
@@ -155,7 +158,8 @@ async def discover(bus: Bus, intent: str, *, wait: float = 2.0) -> list[Candidat
     reply = await bus.nc.request(DISCOVERY, json.dumps({"intent": intent}).encode(),
                                  timeout=wait)
     data = json.loads(reply.data)
-    return [Candidate(**agent) for agent in data.get("agents", [])]
+    return [Candidate(**{**agent, "capabilities": tuple(agent.get("capabilities", ()))})
+            for agent in data.get("agents", [])]
 
 
 def choose(candidates: list[Candidate], weights: dict[str, float] | None = None, *,

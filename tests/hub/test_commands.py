@@ -36,7 +36,7 @@ async def test_hub_and_agent_commands_serve_status_and_stop(
                 out, _ = await status.communicate()
                 listed = out.decode()
                 await asyncio.sleep(0.2)
-        assert "stream HMP_TASKS" in listed
+        assert "stream HMP_TASKS" in listed and "offers cli_check" in listed
         bus = await make_bus()
         response = await bus.request(agent_id, TaskRequest(
             sender_id=unique("caller"), intent="cli_check", deadline_ms=20_000,

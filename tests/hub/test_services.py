@@ -79,6 +79,7 @@ async def test_discovery_lists_live_agents_by_load_and_forgets_silent_ones(
         await until(lambda: len(discovery.live(capability)) == 2)
         found = await discover(bus, capability)
         assert [c.agent_id for c in found] == [idle.agent_id, busy.agent_id]
+        assert found[0].capabilities == (capability,) and found[0].load_percent == 10.0
         await busy.stop()
         await until(lambda: len(discovery.live(capability)) == 1, timeout=5)
         assert [c.agent_id for c in await discover(bus, capability)] == [idle.agent_id]
