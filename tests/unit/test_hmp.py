@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from hub.messages import (
     MAX_CONTEXT_BYTES,
@@ -103,6 +104,16 @@ def test_a_two_megabyte_context_update_fits_and_a_larger_one_does_not() -> None:
     with pytest.raises(ValueError, match="more than"):
         ContextUpdate(sender_id="a", context_id="c", version=1, expires_at=1e10,
                       data=packed(int(MAX_CONTEXT_BYTES * 1.05)))
+
+
+def test_a_context_update_on_the_wire_is_the_json_pydantic_would_write() -> None:
+    update = ContextUpdate(sender_id="a", receiver_id="b", context_id="case-7", version=3,
+                           expires_at=1e10, data=ContextUpdate.pack(b'{"claim": "C-7"}' * 50))
+    wire = update.to_json()
+    assert json.loads(wire) == json.loads(update.model_dump_json(exclude_none=True))
+    assert parse(wire) == update
+    with pytest.raises(ValidationError):  # the spliced data can only be the checked one
+        update.data = "not base64 \" but a quote"
 
 
 def test_defaults_make_a_minimal_request_and_a_partial_answer_valid() -> None:
