@@ -57,6 +57,18 @@ def build_registry(settings: Settings) -> ToolRegistry:
     return ToolRegistry.from_modules(settings.hermes_tools)
 
 
+def build_executor(settings: Settings, registry: ToolRegistry, *,
+                   audit: AuditSink | None = None) -> ToolExecutor:
+    """The policy chain every tool call of ``registry`` goes through (permissions,
+    approvals, argument schemas, breaker, retries, timeout)."""
+    board = BreakerBoard(failures=settings.tool_breaker_failures,
+                         window=settings.tool_breaker_window,
+                         cooldown=settings.tool_breaker_cooldown)
+    rules = ApprovalRules(writes_need_approval=settings.hermes_writes_need_approval)
+    return ToolExecutor(registry, board=board, timeout=settings.tool_timeout, rules=rules,
+                        audit=audit)
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -68,12 +80,7 @@ def build_runtime(
 ) -> Runtime:
     """Wire model, tools, store and loop together."""
     registry = registry if registry is not None else build_registry(settings)
-    board = BreakerBoard(failures=settings.tool_breaker_failures,
-                         window=settings.tool_breaker_window,
-                         cooldown=settings.tool_breaker_cooldown)
-    rules = ApprovalRules(writes_need_approval=settings.hermes_writes_need_approval)
-    executor = ToolExecutor(registry, board=board, timeout=settings.tool_timeout, rules=rules,
-                            audit=audit)
+    executor = build_executor(settings, registry, audit=audit)
     model = model if model is not None else build_model(settings)
     bus = bus or EventBus()
     counter = counter_for(settings.llm_provider)

@@ -21,7 +21,8 @@ from .settings import GatewaySettings
 
 def add_commands(sub: Any) -> None:
     """Register the hub's subcommands."""
-    hub = sub.add_parser("hub", help="run the agent hub's services (discovery, deadlines)")
+    hub = sub.add_parser("hub", help="run the agent hub's services (discovery, deadlines, "
+                                     "contexts, tools)")
     hub.add_argument("action", nargs="?", choices=["run", "status", "replay"], default="run",
                      help="run the services (default), list agents and stream depths, or "
                           "replay one correlation id's messages")
@@ -60,21 +61,17 @@ def cmd_agent(args: argparse.Namespace, settings: GatewaySettings) -> int:
 
 async def _services(settings: GatewaySettings) -> int:
     from hub import Bus
-    from hub.deadlines import DeadlineWatch
-    from hub.discovery import Discovery
+    from hub.services import start_services
 
     bus = await Bus.connect(settings)
-    services: list[Discovery | DeadlineWatch] = [Discovery(bus), DeadlineWatch(bus)]
-    try:
-        for service in services:
-            await service.start()
-        Console(stderr=True).print("[bold]hermes hub[/]: discovery and the deadline watch "
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(bus.close)
+        await start_services(bus, settings, stack)
+        tools = ", ".join(settings.hub_tools) or "none (HUB_TOOLS)"
+        Console(stderr=True).print("[bold]hermes hub[/]: discovery, the deadline watch, the "
+                                   f"context store and the tool service (allowlist: {tools}) "
                                    "are running (Ctrl-C to stop)")
         await _until_stopped()
-    finally:
-        for service in services:
-            await service.stop()
-        await bus.close()
     return 0
 
 

@@ -255,18 +255,15 @@ class Gateway:
 
 
 async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack) -> Bus:
-    """The hub's bus, with its services (discovery, the deadline watch) in this process;
-    other copies of them may run elsewhere (``hermes-gateway hub``). Imported only when
-    HERMES_HUB is on."""
+    """The hub's bus, with its services (discovery, the deadline watch, contexts, tools) in
+    this process; other copies of them may run elsewhere (``hermes-gateway hub``). Imported
+    only when HERMES_HUB is on."""
     from hub import Bus
-    from hub.deadlines import DeadlineWatch
-    from hub.discovery import Discovery
+    from hub.services import start_services
 
     bus = await Bus.connect(settings)
     stack.push_async_callback(bus.close)
-    for service in (Discovery(bus), DeadlineWatch(bus)):
-        await service.start()
-        stack.push_async_callback(service.stop)
+    await start_services(bus, settings, stack)
     return bus
 
 

@@ -35,6 +35,11 @@ from .settings import HubSettings
 log = logging.getLogger(__name__)
 
 TASKS, REPLIES, DEAD, BAD_JSON = "HMP_TASKS", "HMP_REPLIES", "HMP_DEAD", "HMP_BAD_JSON"
+#: Tool calls as the tool service received them (calls are request-reply on tool.call.*).
+TOOLS = "HMP_TOOLS"
+#: Each stream's subjects.
+SUBJECTS = {TASKS: "task.request.>", REPLIES: "reply.>", DEAD: "dead.>",
+            BAD_JSON: "bad_json_log.>", TOOLS: "tool.kept.>"}
 CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
 _DUPLICATE_WINDOW = 120.0
 #: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
@@ -114,11 +119,10 @@ class Bus:
     async def ensure_streams(self) -> None:
         """The hub's streams, created or brought to this configuration."""
         retention = self.settings.hub_request_retention
-        for name, subjects in ((TASKS, ["task.request.>"]), (REPLIES, ["reply.>"]),
-                               (DEAD, ["dead.>"]), (BAD_JSON, ["bad_json_log.>"])):
-            config = StreamConfig(name=name, subjects=subjects,
+        for name, subject in SUBJECTS.items():
+            config = StreamConfig(name=name, subjects=[subject],
                                   retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
-                                  max_age=retention if name in (TASKS, REPLIES) else None,
+                                  max_age=retention if name in (TASKS, REPLIES, TOOLS) else None,
                                   duplicate_window=_DUPLICATE_WINDOW)
             try:
                 await self.js.add_stream(config)

@@ -1,6 +1,6 @@
 """Replay: everything that passed through the hub under one correlation id, in order.
 
-Requests, answers, dead letters and repaired JSON are read back from their streams (a
+Requests, tool calls, answers, dead letters and repaired JSON are read back from their streams (a
 scan: JetStream does not index headers) and ordered by when the server stored them.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
-from .bus import BAD_JSON, CORRELATION, DEAD, REPLIES, TASKS, Bus
+from .bus import CORRELATION, SUBJECTS, Bus
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class Hop:
 async def replay(bus: Bus, correlation_id: str, *, wait: float = 5.0) -> list[Hop]:
     """The messages carrying ``correlation_id``, oldest first."""
     hops: list[Hop] = []
-    for stream in (TASKS, REPLIES, DEAD, BAD_JSON):
+    for stream in SUBJECTS:
         hops += await _scan(bus, stream, correlation_id, wait)
     return sorted(hops, key=lambda h: h.stored_at)
 
@@ -56,9 +56,7 @@ async def _scan(bus: Bus, stream: str, correlation_id: str, wait: float) -> list
         if meta.sequence.stream >= last:
             done.set()
 
-    subject = {TASKS: "task.request.>", REPLIES: "reply.>", DEAD: "dead.>",
-               BAD_JSON: "bad_json_log.>"}[stream]
-    subscription = await bus.js.subscribe(subject, stream=stream, ordered_consumer=True,
+    subscription = await bus.js.subscribe(SUBJECTS[stream], stream=stream, ordered_consumer=True,
                                           deliver_policy=DeliverPolicy.ALL, cb=keep)
     try:
         with contextlib.suppress(TimeoutError):

@@ -32,10 +32,13 @@ class HubSettings(Settings):
         5000, ge=1, description="requests waiting for an agent before publishing slows")
     hub_hard_limit: int = Field(
         10000, ge=1, description="requests waiting for an agent before publishing is refused")
+    hub_tools: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="tools (of HERMES_TOOLS) agents may run with "
+        "tool_call: the hub's allowlist; empty refuses every tool_call")
     hub_traffic: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="capability -> {agent id: weight}: a canary split")
 
-    @field_validator("nats_url", mode="before")
+    @field_validator("nats_url", "hub_tools", mode="before")
     @classmethod
     def _urls(cls, value: Any) -> Any:
         return comma_list(value)

@@ -1,0 +1,46 @@
+"""The hub's services, started together: discovery, the deadline watch, the context store
+and the tool service. ``hermes-gateway hub`` runs them (several copies may), and so does the
+gateway with ``HERMES_HUB``."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+from agent_core.runtime import build_executor
+from agent_core.tools import ToolRegistry
+
+from .bus import Bus
+from .calls import ContextService, ToolService
+from .deadlines import DeadlineWatch
+from .discovery import Discovery
+from .settings import HubSettings
+
+
+class Service(Protocol):
+    """Something that runs between ``start`` and ``stop``."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def hub_services(bus: Bus, settings: HubSettings) -> list[Service]:
+    """Every service of the hub, not started. The tool service runs the tools of
+    HERMES_TOOLS that HUB_TOOLS allowlists (none by default)."""
+    registry = ToolRegistry(t for t in ToolRegistry.from_modules(settings.hermes_tools)
+                            if t.name in settings.hub_tools)
+    tools = ToolService(bus, registry, build_executor(settings, registry),
+                        allowlist=tuple(settings.hub_tools), data_dir=settings.hermes_data_dir,
+                        extra=settings.tool_extra())
+    return [Discovery(bus), DeadlineWatch(bus), ContextService(bus), tools]
+
+
+async def start_services(bus: Bus, settings: HubSettings,
+                         stack: contextlib.AsyncExitStack) -> list[Service]:
+    """Start every service; ``stack`` stops them (in reverse order)."""
+    services = hub_services(bus, settings)
+    for service in services:
+        await service.start()
+        stack.push_async_callback(service.stop)
+    return services
