@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hub import Bus, ContextUpdate, ToolCall
+from hub import Bus, ContextUpdate, TaskResponse, ToolCall
 from hub.calls import call_tool, share_context
 from hub.messages import MAX_CONTEXT_BYTES
 from hub.replay import replay
@@ -120,7 +120,7 @@ async def test_a_call_that_breaks_a_rule_is_answered_with_the_field_and_the_rule
               "tool_name": "double", "parameters": {}}  # no caller_id
     reply = await client.nc.request("tool.call.double", json.dumps(broken).encode(), timeout=10)
     answer = client.parse(reply.data)
-    assert answer.type == "task_response" and answer.status == "failed"
+    assert isinstance(answer, TaskResponse) and answer.status == "failed"
     assert answer.error_code == "INVALID_MESSAGE" and answer.task_id == message_id
     assert answer.result["field"] == "caller_id"
     heartbeat = {"type": "heartbeat", "sender_id": "a", "agent_id": "a", "load_percent": 1,
@@ -128,6 +128,7 @@ async def test_a_call_that_breaks_a_rule_is_answered_with_the_field_and_the_rule
     reply = await client.nc.request("tool.call.double", json.dumps(heartbeat).encode(),
                                     timeout=10)
     answer = client.parse(reply.data)
+    assert isinstance(answer, TaskResponse)
     assert answer.error_code == "INVALID_MESSAGE" and answer.result["field"] == "type"
 
 
@@ -160,7 +161,7 @@ async def test_context_updates_two_megabytes_kept_a_larger_one_refused_a_stale_o
     reply = await client.nc.request(f"context.update.{cid}", json.dumps(big).encode(),
                                     timeout=30)
     refused = client.parse(reply.data)
-    assert refused.status == "failed" and refused.error_code == "INVALID_MESSAGE"
+    assert isinstance(refused, TaskResponse) and refused.status == "failed" and refused.error_code == "INVALID_MESSAGE"
     assert refused.result["field"] == "data" and "more than" in refused.result["rule"]
     from hub.contexts import Contexts
 
