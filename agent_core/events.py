@@ -39,6 +39,8 @@ class EventType(StrEnum):
     MODEL_FALLBACK = "MODEL_FALLBACK"
     MODEL_RETRY = "MODEL_RETRY"
     ASK_USER = "ASK_USER"
+    #: A running tool says what it is doing (``note``), e.g. which agent took a delegation.
+    TOOL_PROGRESS = "TOOL_PROGRESS"
 
 
 @dataclass(frozen=True, slots=True)

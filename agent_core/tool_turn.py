@@ -22,7 +22,7 @@ from .messages import Message, ToolCall
 from .models.base import ModelResponse
 from .run import LoopConfig, Run
 from .store.base import BoundMemory, ConversationStore
-from .task import Approval, PendingApproval, TaskState, TaskStatus
+from .task import Approval, PendingApproval, TaskStatus
 from .tools.context import Services, ToolContext
 from .tools.executor import ToolExecutor, ToolResult
 
@@ -92,7 +92,7 @@ class ToolTurn:
                 "tool": call.name, "arguments": call.arguments, "call_id": call.id})
             try:
                 result = await self.executor.execute(
-                    call.name, call.arguments, self._tool_context(state), call_id=call.id,
+                    call.name, call.arguments, self._tool_context(run, call), call_id=call.id,
                     failures=run.runtime.failures, approved_by=approved_by)
             except ApprovalRequired as signal:
                 tool = self.executor.registry.get(call.name)
@@ -162,14 +162,21 @@ class ToolTurn:
                                        "retry it; tell the user, or propose something else."},
                             ensure_ascii=False))]
 
-    def _tool_context(self, state: TaskState) -> ToolContext:
+    def _tool_context(self, run: Run, call: ToolCall) -> ToolContext:
+        state = run.state
+
+        def progress(note: str) -> None:
+            run.emit(EventType.TOOL_PROGRESS, {"tool": call.name, "call_id": call.id,
+                                               "note": note[:300]})
+
         return ToolContext(
             user_id=state.user_id, conversation_id=state.conversation_id,
             trace_id=state.trace_id, created_at=state.created_at, role=state.role,
             permissions=frozenset(state.permissions),
             workdir=Path(state.workdir) if state.workdir else None, task_id=state.task_id,
             extra=state.extra, data_dir=Path(state.data_dir) if state.data_dir else None,
-            memory=BoundMemory(self.store, state.conversation_id), services=self.services)
+            memory=BoundMemory(self.store, state.conversation_id), services=self.services,
+            progress=progress)
 
 
 def _preview(output: Any, limit: int = 500) -> str:

@@ -58,14 +58,17 @@ class ProgressRelay:
             watch.flusher = asyncio.ensure_future(self._flush(event.task_id, watch))
 
     async def _flush(self, task_id: str, watch: _Watch) -> None:
-        wait = watch.last_update + self.min_interval - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        line, watch.pending = watch.pending, None
-        if line is None or self._watches.get(task_id) is not watch:
-            return
-        watch.last_update = time.monotonic()
-        await _quietly(watch.channel.progress(watch.target, task_id, line))
+        # A line that comes while the previous one is being sent is sent next, not left
+        # waiting for an event that may never come.
+        while watch.pending is not None:
+            wait = watch.last_update + self.min_interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            line, watch.pending = watch.pending, None
+            if line is None or self._watches.get(task_id) is not watch:
+                return
+            watch.last_update = time.monotonic()
+            await _quietly(watch.channel.progress(watch.target, task_id, line))
 
 
 def describe(event: Event) -> str | None:
@@ -77,6 +80,10 @@ def describe(event: Event) -> str | None:
             return f"🤝 asking a {wanted} agent…"
         case EventType.TOOL_STARTED:
             return f"⚙️ {p.get('tool')}…"
+        case EventType.TOOL_PROGRESS if p.get("tool") == "delegate":
+            return f"🤝 {p.get('note')}…"
+        case EventType.TOOL_PROGRESS:
+            return f"⏳ {p.get('tool')}: {p.get('note')}"
         case EventType.TOOL_FINISHED:
             return f"✅ {p.get('tool')} done"
         case EventType.TOOL_ERROR:

@@ -5,7 +5,7 @@ to the chosen agent, then its ``task_response``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_core import Delegated
@@ -26,7 +26,8 @@ class HubDelegation:
         self.sender_id = sender_id
 
     async def delegate(self, capability: str, text: str, *, arguments: Mapping[str, Any],
-                       deadline_ms: int, correlation_id: str) -> Delegated:
+                       deadline_ms: int, correlation_id: str,
+                       on_chosen: Callable[[str], None] | None = None) -> Delegated:
         try:
             candidates = await discover(self.bus, capability)
         except Exception as exc:  # no discovery service answers
@@ -37,9 +38,11 @@ class HubDelegation:
         if chosen is None:
             return Delegated("failed", "", {"error": f"no live agent offers {capability!r}"},
                              "NO_AGENT")
+        if on_chosen is not None:
+            on_chosen(chosen.agent_id)
         try:
             response = await self.bus.request(chosen.agent_id, TaskRequest(
-            sender_id=self.sender_id, intent=capability,
+                sender_id=self.sender_id, intent=capability,
                 arguments={"text": text, **arguments}, deadline_ms=deadline_ms,
                 correlation_id=_safe(correlation_id)))
         except BusOverloaded as exc:

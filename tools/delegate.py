@@ -30,8 +30,10 @@ async def delegate(capability: str, task: str, arguments: dict[str, Any] | None 
     delegation = ctx.services.delegation if ctx is not None else None
     if ctx is None or delegation is None:
         raise ToolError("no agent hub is connected here; answer without delegating")
-    outcome = await delegation.delegate(capability, task, arguments=arguments or {},
-                                        deadline_ms=deadline_ms, correlation_id=ctx.trace_id)
+    outcome = await delegation.delegate(
+        capability, task, arguments=arguments or {}, deadline_ms=deadline_ms,
+        correlation_id=ctx.trace_id,
+        on_chosen=lambda agent: ctx.report(f"{agent} is working on {capability}"))
     if outcome.status == "failed":
         code = outcome.error_code or "FAILED"
         detail = outcome.result.get("error") or outcome.result.get("rule") or ""

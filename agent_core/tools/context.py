@@ -8,7 +8,7 @@ small Protocol so that tools never import the store, the gateway or the hub.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -74,8 +74,10 @@ class Delegation(Protocol):
     """Hands a task to another agent that has a capability (the hub implements it)."""
 
     async def delegate(self, capability: str, text: str, *, arguments: Mapping[str, Any],
-                       deadline_ms: int, correlation_id: str) -> Delegated:
-        """Send the task to an agent with ``capability`` and wait for its answer."""
+                       deadline_ms: int, correlation_id: str,
+                       on_chosen: Callable[[str], None] | None = None) -> Delegated:
+        """Send the task to an agent with ``capability`` and wait for its answer;
+        ``on_chosen`` hears the chosen agent's id before the task is sent."""
         ...
 
 
@@ -109,6 +111,14 @@ class ToolContext:
     memory: ConversationMemory | None = None
     #: Live services of the deployment (e.g. the scheduler); never persisted.
     services: Services = field(default_factory=Services)
+    #: Tells whoever watches the task what the tool is doing now (one short line); None
+    #: where nobody watches. Never persisted.
+    progress: Callable[[str], None] | None = None
+
+    def report(self, note: str) -> None:
+        """Show ``note`` as this call's progress, where anyone watches."""
+        if self.progress is not None:
+            self.progress(note)
 
     def allows(self, permission: str | None) -> bool:
         """Whether this caller holds ``permission`` (None means no permission is needed)."""

@@ -15,6 +15,7 @@ import pytest
 
 from hub import Bus, ContextUpdate, TaskResponse, ToolCall
 from hub.calls import call_tool, share_context
+from hub.contexts import Contexts
 from hub.messages import MAX_CONTEXT_BYTES
 from hub.replay import replay
 from hub.services import hub_services
@@ -161,9 +162,8 @@ async def test_context_updates_two_megabytes_kept_a_larger_one_refused_a_stale_o
     reply = await client.nc.request(f"context.update.{cid}", json.dumps(big).encode(),
                                     timeout=30)
     refused = client.parse(reply.data)
-    assert isinstance(refused, TaskResponse) and refused.status == "failed" and refused.error_code == "INVALID_MESSAGE"
+    assert isinstance(refused, TaskResponse) and refused.status == "failed"
+    assert refused.error_code == "INVALID_MESSAGE"
     assert refused.result["field"] == "data" and "more than" in refused.result["rule"]
-    from hub.contexts import Contexts
-
     kept = await Contexts(client).get(cid)
     assert kept is not None and kept.version == 2

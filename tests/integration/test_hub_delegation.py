@@ -24,10 +24,13 @@ class Validator(Agent):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[TaskRequest] = []
+        #: Set by the test once the chat shows who is working: the answer waits for it.
+        self.release = asyncio.Event()
 
     async def on_message(self, request: TaskRequest) -> TaskResponse:
         self.requests.append(request)
-        await asyncio.sleep(1.0)  # long enough for the chat to show who is working
+        async with asyncio.timeout(30):
+            await self.release.wait()
         verdict = "valid" if "C-7" in str(request.arguments.get("text")) else "unknown"
         return self.respond(request, "success", {"claim": "C-7", "verdict": verdict})
 
@@ -60,6 +63,15 @@ async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
                 await asyncio.sleep(0.05)
         event = mention("is claim C-7 valid?")
         assert (await send(h, event_body(event))).status == 200
+
+        def working() -> bool:  # the chat shows which agent took the task, while it works
+            assert h.slack is not None
+            return any("claims-validator is working on validate_claim" in c["text"]
+                       for c in h.slack.of("chat.update"))
+
+        await h.wait_for(working)
+        assert not answers(h)
+        validator.release.set()
         await h.wait_for(lambda: len(answers(h)) == 1)
         final = answers(h)[0]
         assert final["text"] == "The claims-validator says claim C-7 is valid."
@@ -67,8 +79,6 @@ async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
         [request] = validator.requests
         assert request.sender_id == "gateway" and request.intent == "validate_claim"
         assert request.arguments["text"] == "check claim C-7"
-        progress = [c["text"] for c in h.slack.of("chat.update")]
-        assert any("validate_claim agent" in text for text in progress), progress
     finally:
         await runner.stop()
         await agent_bus.close()
