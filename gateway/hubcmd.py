@@ -7,12 +7,15 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from agent_core import ConfigError
+from agent_core import ConfigError, load_settings
+from agent_core.redaction import register as register_secrets
 from agent_core.runtime import UnconfiguredModel, build_runtime
 from agent_core.store import MemoryConversationStore
 
@@ -34,6 +37,12 @@ def add_commands(sub: Any) -> None:
                        help="comma-separated nouns, e.g. validate_claim,summary")
     agent.add_argument("--tools", help="comma-separated tool modules (default HERMES_TOOLS)")
     agent.add_argument("--instructions", help="the agent's system prompt")
+    agent.add_argument("--provider", choices=["openai", "anthropic", "ollama"],
+                       help="this agent's model provider (default LLM_PROVIDER)")
+    agent.add_argument("--model", help="this agent's model (default LLM_MODEL_NAME)")
+    agent.add_argument("--base-url", help="this agent's model endpoint (default LLM_BASE_URL)")
+    agent.add_argument("--env-file", help="a settings file of this agent's own, read instead "
+                                          "of .env (another model, key, tools)")
     agent.set_defaults(handler=cmd_agent)
 
 
@@ -56,7 +65,24 @@ def cmd_agent(args: argparse.Namespace, settings: GatewaySettings) -> int:
         update["hermes_tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
     if args.instructions:
         update["agent_system_prompt"] = args.instructions
-    return asyncio.run(_agent(settings.model_copy(update=update), args.id, capabilities))
+    for flag, name in (("provider", "llm_provider"), ("model", "llm_model_name"),
+                       ("base_url", "llm_base_url")):
+        if getattr(args, flag):
+            update[name] = getattr(args, flag)
+    if args.env_file:
+        if not Path(args.env_file).is_file():
+            raise ConfigError(f"--env-file {args.env_file}: no such file")
+        # The agent's own file wins over this process's environment (which may be the
+        # gateway's): what it sets is taken out of the environment first.
+        from dotenv import dotenv_values
+
+        for name in dotenv_values(args.env_file):
+            for key in [k for k in os.environ if k.upper() == name.upper()]:
+                del os.environ[key]
+    # Loaded again, so the agent's own values are checked like any setting.
+    own = load_settings(GatewaySettings, _env_file=args.env_file or ".env", **update)
+    register_secrets(own.secret_values())
+    return asyncio.run(_agent(own, args.id, capabilities))
 
 
 async def _services(settings: GatewaySettings) -> int:

@@ -9,7 +9,9 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
+from agent_core.models.replay import ReplayModelServer, Reply
 from hub import TaskRequest
 from tests.hub.conftest import BusFactory, unique
 
@@ -49,3 +51,47 @@ async def test_hub_and_agent_commands_serve_status_and_stop(
                 process.send_signal(signal.SIGTERM)
         codes = [await asyncio.wait_for(p.wait(), 30) for p in (agent, services)]
     assert codes == [0, 0]
+
+
+async def test_an_agent_runs_on_a_model_of_its_own(nats_url: str, tmp_path: Path,
+                                                   make_bus: BusFactory) -> None:
+    """--env-file gives the agent its own model settings, --model its own model name: what
+    the gateway's .env says does not matter to it."""
+    asked: list[str] = []
+
+    def answer(path: str, body: dict[str, Any]) -> Reply:
+        asked.append(body["model"])
+        return Reply("claim C-7 is valid")
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
+    env.update(NATS_URL=nats_url, HERMES_DATA_DIR=str(tmp_path), LLM_PROVIDER="anthropic",
+               LLM_MODEL_NAME="the-gateways-model")
+    async with ReplayModelServer(responder=answer) as server:
+        own = tmp_path / "validator.env"
+        own.write_text(f"LLM_PROVIDER=openai\nLLM_BASE_URL={server.openai_url}\n"
+                       "LLM_API_KEY=validator-key-123\nLLM_MODEL_NAME=from-the-file\n")
+        agent_id = unique("own-model")
+        agent = await cli("agent", "--id", agent_id, "--capabilities", "validate_claim",
+                          "--env-file", str(own), "--model", "validator-7b", env=env)
+        try:
+            bus = await make_bus()  # the request waits in the stream for the agent to start
+            response = await bus.request(agent_id, TaskRequest(
+                sender_id=unique("caller"), intent="validate_claim", deadline_ms=30_000,
+                arguments={"text": "is claim C-7 valid?"}))
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(agent.wait(), 30)
+    assert response.status == "success", response
+    assert response.result["answer"] == "claim C-7 is valid"
+    assert asked == ["validator-7b"]
+    assert code == 0
+
+
+async def test_an_agent_with_a_missing_env_file_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "NATS_"))}
+    agent = await cli("agent", "--id", "a", "--capabilities", "x", "--env-file",
+                      str(tmp_path / "nope.env"), env=env)
+    _, err = await asyncio.wait_for(agent.communicate(), 60)
+    assert agent.returncode == 2
+    assert "nope.env: no such file" in err.decode()
