@@ -3,7 +3,9 @@ answers its caller, failed with TIMEOUT, even if the agent died.
 
 It reads every request and every answer as they are persisted (ordered consumers on the
 two streams, from the moment it starts), and keeps the open requests by deadline. Several
-copies may run: each publishes the same TIMEOUT message id, which JetStream keeps once.
+copies may run: the one that claims a timed-out request first (a key created in the
+``HMP_TIMEOUTS`` bucket) answers it, so its caller hears TIMEOUT once; should the bucket
+fail, each copy publishes the same message id, which JetStream stores once.
 An agent's answer after the deadline is dropped by its runner (and logged).
 """
 
@@ -16,7 +18,9 @@ import time
 from typing import Any
 
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import DeliverPolicy, KeyValueConfig, StorageType
+from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
 
 from agent_core.background import Background
 
@@ -26,6 +30,9 @@ from .messages import TaskRequest, TaskResponse, Violation
 log = logging.getLogger(__name__)
 
 HUB_ID = "hub"
+#: Which copy of the watch answers a timed-out request (a key per request, kept a while).
+CLAIMS = "HMP_TIMEOUTS"
+_CLAIM_TTL = 600.0
 
 
 def deadline_of(request: TaskRequest) -> float:
@@ -43,10 +50,15 @@ class DeadlineWatch:
         self._due: list[tuple[float, str]] = []
         self._subscriptions: list[Any] = []
         self._loop = Background()
+        self._claims: KeyValue | None = None
+        #: Timeouts this copy answered, and those it left to the copy that claimed them.
         self.timed_out = 0
+        self.left_to_others = 0
 
     async def start(self) -> None:
         """Follow both streams from now on and start the clock."""
+        self._claims = await self.bus.js.create_key_value(KeyValueConfig(
+            bucket=CLAIMS, history=1, ttl=_CLAIM_TTL, storage=StorageType.FILE))
         self._subscriptions = [
             await self.bus.js.subscribe("task.request.>", stream=TASKS, ordered_consumer=True,
                                         deliver_policy=DeliverPolicy.NEW, cb=self._on_request),
@@ -88,7 +100,23 @@ class DeadlineWatch:
                     await self._time_out(*entry)
             await self._loop.pause(self.tick)
 
+    async def _claim(self, task_id: str) -> bool:
+        """Whether this copy answers ``task_id``'s timeout (no other copy claimed it)."""
+        if self._claims is None:
+            return True
+        try:
+            await self._claims.create(task_id, HUB_ID.encode())
+        except KeyWrongLastSequenceError:
+            return False
+        except Exception as exc:  # answered anyway: the message id keeps it once
+            log.warning("timeout claim of %s failed: %s", task_id, exc)
+        return True
+
     async def _time_out(self, request: TaskRequest, headers: Headers) -> None:
+        if not await self._claim(request.task_id):
+            log.debug("timeout of %s answered by another copy", request.task_id)
+            self.left_to_others += 1
+            return
         answer = TaskResponse(
             message_id=f"timeout-{request.task_id}", sender_id=HUB_ID,
             receiver_id=request.sender_id, correlation_id=request.correlation_id,

@@ -102,6 +102,8 @@ class Discovery:
         #: (agent id, copy) -> (heartbeat, when it came)
         self.copies: dict[tuple[str, str], tuple[Heartbeat, float]] = {}
         self._subscriptions: list[Any] = []
+        #: Queries this copy answered.
+        self.answered = 0
 
     async def start(self) -> None:
         """Listen for heartbeats and answer on $DISCOVERY (a queue group: one copy of the
@@ -134,6 +136,7 @@ class Discovery:
                               .encode())
             return
         found = [dataclasses.asdict(c) for c in self.live(None if intent == "*" else intent)]
+        self.answered += 1
         await msg.respond(json.dumps({"intent": intent, "agents": found}).encode())
 
     def live(self, intent: str | None = None) -> list[Candidate]:

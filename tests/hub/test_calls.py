@@ -167,3 +167,17 @@ async def test_context_updates_two_megabytes_kept_a_larger_one_refused_a_stale_o
     assert refused.result["field"] == "data" and "more than" in refused.result["rule"]
     kept = await Contexts(client).get(cid)
     assert kept is not None and kept.version == 2
+
+
+async def test_two_copies_of_the_hub_run_each_call_once(hub: HubFactory,
+                                                        make_bus: BusFactory) -> None:
+    await hub()
+    await hub()
+    client = await make_bus()
+    calls = [call("double", caller=unique("twice"), amount=n) for n in range(10)]
+    for request in [*calls, *calls]:  # each one delivered twice
+        answer = await call_tool(client, request)
+        assert answer.status == "success" and answer.result["output"]["doubled"] == \
+            request.parameters["amount"] * 2
+    ran = [c for c in hubtools.CALLS if c[0] in {f"hub:{r.caller_id}" for r in calls}]
+    assert sorted(amount for _, amount in ran) == list(range(10))

@@ -218,3 +218,44 @@ async def test_the_delegate_tool_turns_timeouts_and_refusals_into_tool_errors(
     finally:
         await watch_.stop()
         await discovery.stop()
+
+
+async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
+        make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+    """`hermes-gateway hub` twice: the caller of a hung agent hears TIMEOUT once, discovery
+    answers once per query, and stopping one copy leaves the other answering."""
+    copies = []
+    for _ in range(2):
+        bus = await make_bus()
+        services = (DeadlineWatch(bus), Discovery(bus, interval=0.5))
+        for service in services:
+            await service.start()
+        copies.append(services)
+    try:
+        agent_id = unique("hung")
+        await run_agent(await make_bus(), Hang(agent_id))
+        caller = await make_bus()
+        request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=800)
+        replies = await watch(caller, reply_subject(request.sender_id))
+        response = await caller.request(agent_id, request)
+        assert (response.sender_id, response.error_code) == ("hub", "TIMEOUT")
+        watches = [w for w, _ in copies]
+        await until(lambda: sum(w.timed_out + w.left_to_others for w in watches) == 2)
+        await caller.nc.flush()
+        assert sum(w.timed_out for w in watches) == 1
+        assert [m.subject for m in replies] == [reply_subject(request.sender_id)], \
+            "one TIMEOUT reached the caller, not one per copy"
+
+        discoveries = [d for _, d in copies]
+        await until(lambda: all(agent_id in [c.agent_id for c in d.live()]
+                                for d in discoveries))
+        found = await discover(caller, "*")
+        assert agent_id in [c.agent_id for c in found]
+        assert sum(d.answered for d in discoveries) == 1, "one copy answered the query"
+        for service in copies[0]:
+            await service.stop()
+        assert agent_id in [c.agent_id for c in await discover(caller, "*")]
+    finally:
+        for services in copies:
+            for service in services:
+                await service.stop()
