@@ -19,13 +19,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 
+from .connection import open_connection
 from .errors import BusOverloaded
 from .messages import Envelope, Message, TaskRequest, TaskResponse, Violation, parse
 from .schemas import SchemaRegistry
@@ -96,21 +96,7 @@ class Bus:
     @classmethod
     async def connect(cls, settings: HubSettings) -> Bus:
         """Connect to NATS_URL, or start (or reuse) the embedded server; streams ready."""
-        embedded = None
-        if settings.nats_url:
-            servers = [u.get_secret_value() for u in settings.nats_url]
-        else:
-            embedded = EmbeddedNats(settings.hermes_data_dir)
-            servers = [(await embedded.start()).url]
-        options: dict[str, Any] = {"name": "hermes-hub", "max_reconnect_attempts": -1}
-        if settings.nats_creds_file:
-            options["user_credentials"] = settings.nats_creds_file
-        try:
-            nc = await nats.connect(servers, **options)
-        except Exception:
-            if embedded is not None:
-                await embedded.stop()
-            raise
+        nc, embedded = await open_connection(settings)
         bus = cls(nc, settings, embedded)
         await bus.ensure_streams()
         bus.schemas = await SchemaRegistry.open(bus.js)
@@ -255,3 +241,4 @@ def _repair(raw: bytes) -> dict[str, Any] | None:
 def _token(value: str) -> str:
     """``value`` as one subject token."""
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in value)[:64] or "unknown"
+

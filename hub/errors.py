@@ -3,7 +3,8 @@
     HermesError                      (agent_core.errors)
     ├── ConfigError                  no nats-server to start, a server that will not start
     └── RuntimeFailure
-        └── BusOverloaded            an agent's requests pile up past the hard limit
+        ├── BusOverloaded            an agent's requests pile up past the hard limit
+        └── HubUnreachable           no NATS server of NATS_URL could be connected
 
 A message that breaks a rule of HMP v1 is a ``messages.Violation`` (a ValueError naming
 the field and the rule), answered to its sender as a failed task_response.
@@ -25,3 +26,10 @@ class BusOverloaded(RuntimeFailure):
         self.agent_id = agent_id
         self.pending = pending
         self.limit = limit
+
+
+class HubUnreachable(RuntimeFailure):
+    """No server of NATS_URL took the connection (down, refused TLS, wrong credentials).
+    The text names the servers without their credentials, and the reason."""
+
+    user_message = "The agent hub cannot be reached right now; please try again later."

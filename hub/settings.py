@@ -22,6 +22,12 @@ class HubSettings(Settings):
     nats_url: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list, description="nats:// or tls:// servers; unset: embedded")
     nats_creds_file: str | None = Field(None, description="a NATS .creds file (JWT + nkey)")
+    nats_tls_ca_file: str | None = Field(
+        None, description="CA bundle to verify tls:// servers by (default: the system's)")
+    nats_tls_cert_file: str | None = Field(
+        None, description="client certificate (PEM) for servers that verify clients")
+    nats_tls_key_file: str | None = Field(
+        None, description="its private key (PEM), unless the certificate file holds it")
     hub_request_retention: float = Field(
         86400.0, gt=0, description="seconds task requests stay in their stream")
     hub_max_deliver: int = Field(
