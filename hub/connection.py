@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nats.aio.client import Client
-from nats.errors import AuthorizationError
+from nats.errors import AuthorizationError, NoServersError
 
 from .errors import HubUnreachable
 from .server import EmbeddedNats
@@ -32,6 +32,7 @@ _FIRST_ATTEMPTS = 2
 _CONNECT_TIMEOUT = 5.0
 #: Failures no retry mends.
 _PERMANENT = (ssl.SSLError, AuthorizationError)
+_TELLING = ("SSL", "Authorization")
 
 
 async def open_connection(settings: HubSettings) -> tuple[Client, EmbeddedNats | None]:
@@ -91,8 +92,11 @@ async def _connect(servers: list[str], settings: HubSettings) -> Client:
     with contextlib.suppress(BaseException):
         await asyncio.wait_for(nc.close(), 1.0)
     error = None if connecting.cancelled() else connecting.exception()
-    reason = failures[-1] if failures else (
-        f"{type(error).__name__}: {error}" if error else f"no answer within {budget:g} s")
+    if error is not None and not isinstance(error, NoServersError):
+        failures.append(f"{type(error).__name__}: {error}")
+    # Every distinct reason, the telling ones first (a reset can hide a refused login).
+    reasons = sorted(dict.fromkeys(failures), key=lambda r: not r.startswith(_TELLING))
+    reason = "; ".join(reasons) if reasons else f"no answer within {budget:g} s"
     raise HubUnreachable(f"cannot connect to NATS at {', '.join(map(public_url, servers))}: "
                          f"{reason}")
 
