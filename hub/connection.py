@@ -15,11 +15,14 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from nats.aio.client import Client
 from nats.errors import AuthorizationError, NoServersError
+
+from agent_core import ConfigError
 
 from .errors import HubUnreachable
 from .server import EmbeddedNats
@@ -37,6 +40,7 @@ _TELLING = ("SSL", "Authorization")
 
 async def open_connection(settings: HubSettings) -> tuple[Client, EmbeddedNats | None]:
     """A connected client, and the embedded server when this process started it."""
+    _check_files(settings)
     embedded = None
     if settings.nats_url:
         servers = [u.get_secret_value() for u in settings.nats_url]
@@ -99,6 +103,15 @@ async def _connect(servers: list[str], settings: HubSettings) -> Client:
     reason = "; ".join(reasons) if reasons else f"no answer within {budget:g} s"
     raise HubUnreachable(f"cannot connect to NATS at {', '.join(map(public_url, servers))}: "
                          f"{reason}")
+
+
+def _check_files(settings: HubSettings) -> None:
+    """The files the settings name exist (said before anything is tried)."""
+    for name in ("nats_creds_file", "nats_tls_ca_file", "nats_tls_cert_file",
+                 "nats_tls_key_file"):
+        path = getattr(settings, name)
+        if path and not Path(path).is_file():
+            raise ConfigError(f"{name.upper()}={path}: no such file")
 
 
 def tls_context(settings: HubSettings) -> ssl.SSLContext | None:

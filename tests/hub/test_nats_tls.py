@@ -1,5 +1,6 @@
 """NATS_URL naming a server of the deployment's own: TLS with a private CA (trustme), a
-client certificate, a user and password, a server that is down or restarts. The servers
+client certificate, a user and password, a .creds file (operator mode), a server that is
+down or restarts. The servers
 are real nats-server processes (the pinned binary) with their own configuration."""
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import Any
 import pytest
 import trustme
 
+from agent_core import ConfigError
 from agent_core.store.embedded import free_port
 from hub import AgentRunner, Bus, HubSettings, TaskRequest
 from hub.errors import HubUnreachable
 from hub.server import _answers, binary_path
 from tests.hub.conftest import unique
+from tests.hub.nats_jwt import Operator
 from tests.hub.test_bus import Echo
 
 PASSWORD = "nats-pw-7f3k9q2"
@@ -77,12 +80,13 @@ async def nats_server(tmp_path: Path, certificates: Certificates
     """Started nats-servers with JetStream, a user and password, and TLS when asked."""
     servers: list[Server] = []
 
-    async def factory(*, tls: bool = True, verify_clients: bool = False) -> Server:
+    async def factory(*, tls: bool = True, verify_clients: bool = False,
+                      auth: list[str] | None = None) -> Server:
         port = free_port()
         store = tmp_path / f"store-{port}"
         lines = ["host: 127.0.0.1", f"port: {port}",
                  f"jetstream {{ store_dir: {json.dumps(str(store))} }}",
-                 f"authorization {{ user: hermes, password: {json.dumps(PASSWORD)} }}"]
+                 *(auth or [f"authorization {{ user: hermes, password: {json.dumps(PASSWORD)} }}"])]
         if tls:
             lines.append("tls { " + ", ".join([
                 f"cert_file: {json.dumps(str(tmp_path / 'server.pem'))}",
@@ -186,3 +190,29 @@ async def test_a_bus_waits_out_a_server_restart(nats_server: ServerFactory,
     finally:
         with contextlib.suppress(Exception):
             await bus.close()
+
+
+async def test_a_creds_file_logs_in_to_an_operator_mode_server(nats_server: ServerFactory,
+                                                               tmp_path: Path) -> None:
+    operator = Operator.create()
+    server = await nats_server(tls=False, auth=operator.config)
+    url = f"nats://127.0.0.1:{server.port}"
+    creds = operator.creds(tmp_path / "gateway.creds")
+    bus = await Bus.connect(settings(tmp_path, url, nats_creds_file=str(creds)))
+    try:
+        await round_trip(bus)
+    finally:
+        await bus.close()
+    forged = operator.creds(tmp_path / "forged.creds", signed_by=Operator.stranger())
+    for refused in (forged, None):
+        async with asyncio.timeout(60):
+            with pytest.raises(HubUnreachable, match="uthorization"):
+                await Bus.connect(settings(tmp_path, url, nats_creds_file=str(refused)
+                                           if refused else None))
+
+
+@pytest.mark.parametrize("setting", ["nats_creds_file", "nats_tls_ca_file"])
+async def test_a_settings_file_that_is_not_there_is_named(setting: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=f"{setting.upper()}=.*missing.pem: no such file"):
+        await Bus.connect(settings(tmp_path, "tls://localhost:4222",
+                                   **{setting: str(tmp_path / "missing.pem")}))
