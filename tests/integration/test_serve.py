@@ -135,16 +135,21 @@ async def test_serve_answers_a_webhook_message_and_stops_cleanly(
 @pytest.mark.timeout(120)
 async def test_several_processes_share_the_port_and_stop_together(
         tmp_path: Path, model: ReplayModelServer, callback_server: dict[str, Any]) -> None:
-    gateway = Serve(tmp_path, model, "--processes", "2")
+    # With the hub on: the parent starts the embedded nats-server, the child reuses it.
+    gateway = Serve(tmp_path, model, "--processes", "2", HERMES_HUB="true")
     try:
         async with aiohttp.ClientSession() as http:
             await gateway.ready(http)
-        pids = set()
+        pids, hubs = set(), set()
         for _ in range(40):  # fresh connections: the kernel spreads them over both
             async with aiohttp.ClientSession() as fresh, \
                     fresh.get(f"{gateway.base}/healthz") as r:
                 pids.add((await r.json())["pid"])
+            async with aiohttp.ClientSession() as fresh, \
+                    fresh.get(f"{gateway.base}/readyz") as r:
+                hubs.add((await r.json())["hub"])
         assert len(pids) == 2 and gateway.process.pid in pids, pids
+        assert hubs == {"connected"}, hubs
         await asyncio.gather(*(gateway.send(f"c{n}", f"m{n}", callback_server["url"])
                                for n in range(20)))
         assert await answers(callback_server, 20) == sorted(
@@ -167,6 +172,7 @@ async def test_several_processes_share_the_port_and_stop_together(
     text = gateway.log.read_text()
     assert "Traceback" not in text and "ERROR" not in text, text
     assert not (tmp_path / "valkey" / "server.json").exists(), "the store stopped last"
+    assert not (tmp_path / "nats" / "server.json").exists(), "and the nats-server with it"
 
 
 @pytest.mark.timeout(90)
