@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class Background:
@@ -51,3 +54,19 @@ class Background:
         await asyncio.wait([task], timeout=grace)
         task.cancel()
         await asyncio.wait([task], timeout=grace)
+
+
+def repeating(step: Callable[[], Awaitable[Any]], every: float, name: str) -> Background:
+    """``step`` run every ``every`` seconds in the background until stopped (the first run
+    after the first interval); a step that fails is logged and tried at the next one."""
+    loop = Background()
+
+    async def run() -> None:
+        while await loop.pause(every):
+            try:
+                await step()
+            except Exception as exc:
+                log.warning("%s failed: %s: %s", name, type(exc).__name__, exc)
+
+    loop.start(run(), name=name)
+    return loop

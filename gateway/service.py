@@ -21,6 +21,7 @@ import yaml
 from adapters.base import Channel
 from adapters.errors import GatewayStopping
 from agent_core import ConfigError
+from agent_core.background import repeating
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime
@@ -171,10 +172,12 @@ class Gateway:
                                          store.keys.leader("telegram"))
             leader.start()
             stack.push_async_callback(leader.stop)
-        background = [asyncio.create_task(self._expire_approvals(approvals))]
+        stack.push_async_callback(repeating(approvals.expire_due, 2.0, "approval expiry").stop)
         if settings.conversation_ttl > 0:
-            background.append(asyncio.create_task(self._sweep_idle(opened)))
-        stack.push_async_callback(_end, background)
+            ttl = settings.conversation_ttl
+            sweep = repeating(lambda: opened.store.sweep_idle(ttl),
+                              min(3600.0, max(10.0, ttl / 10)), "idle sweep")
+            stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
                      approvals, channels, workers, bus)
 
@@ -211,26 +214,6 @@ class Gateway:
         if not self.model_ready:
             return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
         return self._parts.runtime.model.name if self._parts else "configured"
-
-    async def _pause(self, seconds: float) -> bool:
-        """Sleep, unless the gateway stops first; False once it is stopping."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        return not self._stopping.is_set()
-
-    async def _expire_approvals(self, approvals: ApprovalService, every: float = 2.0) -> None:
-        while await self._pause(every):
-            try:
-                await approvals.expire_due()
-            except Exception as exc:
-                log.warning("approval expiry failed: %s", exc)
-
-    async def _sweep_idle(self, opened: OpenStore) -> None:
-        while await self._pause(min(3600.0, max(10.0, self.settings.conversation_ttl / 10))):
-            try:
-                await opened.store.sweep_idle(self.settings.conversation_ttl)
-            except Exception as exc:
-                log.warning("idle sweep failed: %s", exc)
 
     async def scrape(self) -> bytes:
         """The metrics exposition, with the gauges read now."""
@@ -289,14 +272,6 @@ async def _load_schedules(scheduler: Scheduler, path: Path) -> None:
     except ValueError as exc:
         raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from None
     log.info("schedules file: %d of %d jobs created or updated", changed, len(jobs))
-
-
-async def _end(tasks: list[asyncio.Task[None]]) -> None:
-    """Background loops end at the stop signal; one that does not is cancelled."""
-    await asyncio.wait(tasks, timeout=10)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _quietly(close: Any) -> None:
