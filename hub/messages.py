@@ -25,11 +25,12 @@ import gzip
 import json
 import time
 import uuid
-import zlib
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import pybase64
+from isal import igzip, isal_zlib
+from isal.igzip_lib import IsalError
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -39,6 +40,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+#: ISA-L's inflate error (its stubs declare it an instance, not a class).
+_INFLATE_ERROR = cast(type[Exception], IsalError)
 
 VERSION = "1"
 MAX_DEADLINE_MS = 300_000
@@ -127,10 +131,10 @@ class ContextUpdate(Envelope):
         except (binascii.Error, ValueError):
             raise ValueError("must be base64 (of gzip-compressed data)") from None
         # Decompressed up to one byte past the limit, never further (a gzip bomb stops there).
-        unpacking = zlib.decompressobj(wbits=31)
+        unpacking = isal_zlib.decompressobj(wbits=31)
         try:
             size = len(unpacking.decompress(packed, MAX_CONTEXT_BYTES + 1))
-        except zlib.error:
+        except _INFLATE_ERROR:
             raise ValueError("must be gzip-compressed data, base64-encoded") from None
         if size <= MAX_CONTEXT_BYTES and not unpacking.eof:
             raise ValueError("must be gzip-compressed data, base64-encoded (it is cut short)")
@@ -140,9 +144,13 @@ class ContextUpdate(Envelope):
 
     @classmethod
     def pack(cls, data: bytes) -> str:
-        """``data`` as the ``data`` field carries it (zlib's default level: at 9 a 1 MiB
-        JSON context takes ten times as long for a few percent less)."""
-        return pybase64.b64encode(gzip.compress(data, compresslevel=6)).decode()
+        """``data`` as the ``data`` field carries it: gzip, then base64. ISA-L's fastest
+        level packs 1 MiB of JSON in ~1 ms here (~14 ms at zlib's default, for 7% less);
+        data it cannot shrink is stored instead, which every reader checks fastest."""
+        packed = igzip.compress(data, compresslevel=1)
+        if len(packed) > len(data) * 0.97:
+            packed = gzip.compress(data, compresslevel=0)
+        return pybase64.b64encode(packed).decode()
 
     def to_json(self) -> bytes:
         """The message on the wire. ``data`` is checked base64, which JSON never escapes,
