@@ -19,42 +19,47 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
 
 
+#: Beyond these json-repair is not tried: it slows down badly, and no call looks like that.
+_REPAIR_MAX = 100_000
+_REPAIR_DEPTH = 64
+
+#: What a scan for JSON looks at: quotes, escapes and brackets (the rest is skipped in C).
+_SIGNIFICANT = re.compile(r'[\\"{}\[\]]')
+
+
 def balanced_spans(text: str, openers: str = "{[") -> Iterator[tuple[int, int]]:
     """(start, end) of each top-level balanced {...} or [...] span, string-aware.
 
     An opener whose span never closes yields (start, len(text)), so a missing final brace
     can still be repaired.
     """
-    i, n = 0, len(text)
-    while i < n:
-        if text[i] not in openers:
-            i += 1
+    depth, start, in_str, esc, escaped_at = 0, -1, False, False, -2
+    for m in _SIGNIFICANT.finditer(text):
+        ch, at = m.group(), m.start()
+        if esc:
+            esc = False
+            if at == escaped_at + 1:
+                continue
+        if in_str:
+            if ch == "\\":
+                esc, escaped_at = True, at
+            elif ch == '"':
+                in_str = False
             continue
-        start, depth, in_str, esc, quote = i, 0, False, False, ""
-        j = i
-        while j < n:
-            ch = text[j]
-            if in_str:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == quote:
-                    in_str = False
-            elif ch in "\"":
-                in_str, quote = True, ch
-            elif ch in "{[":
-                depth += 1
-            elif ch in "}]":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if j >= n:
-            yield start, n
-            return
-        yield start, j + 1
-        i = j + 1
+        if depth == 0:
+            if ch in openers:
+                depth, start = 1, at
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                yield start, at + 1
+    if depth > 0:
+        yield start, len(text)
 
 
 def loads_strict(text: str) -> Any:
@@ -75,6 +80,8 @@ def loads_repaired(text: str) -> Any:
     value = loads_strict(candidate)
     if value is not None:
         return value
+    if not candidate or len(candidate) > _REPAIR_MAX or _depth(candidate) > _REPAIR_DEPTH:
+        return None  # json-repair is slow on such text, and nothing sane is in it
     try:
         repaired = json_repair.loads(candidate)
     except Exception:  # json_repair raises assorted errors on hostile input
@@ -95,3 +102,83 @@ def first_json_value(text: str) -> tuple[Any, bool] | None:
         if isinstance(value, dict | list) and value:
             return value, True
     return None
+
+
+def _closers(text: str) -> str | None:
+    """What closes ``text`` when it was cut short after a complete value: the missing
+    ``}`` and ``]``; "" when nothing is missing; None when it was cut inside a string."""
+    stack: list[str] = []
+    in_str, esc, escaped_at = False, False, -2
+    for m in _SIGNIFICANT.finditer(text):
+        ch, at = m.group(), m.start()
+        if esc:
+            esc = False
+            if at == escaped_at + 1:
+                continue
+        if in_str:
+            if ch == "\\":
+                esc, escaped_at = True, at
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+    if in_str:
+        return None
+    return "".join(reversed(stack))
+
+
+def loads_arguments(text: str) -> tuple[Any, bool] | None:
+    """JSON a model wrote, read without making anything up: strictly; when it was cut
+    short after a complete value, with the missing braces added; when it is complete but
+    malformed (single quotes, trailing commas), with json-repair. (value, repaired), or
+    None: json-repair would fill a value cut in half, or a key without one, with guesses."""
+    value = loads_strict(text)
+    if value is not None:
+        return value, False
+    candidate = text.translate(_SMART).strip()
+    closers = _closers(candidate)
+    if closers is None:
+        return None
+    if closers:
+        value = loads_strict(candidate + closers)
+        return (value, True) if value is not None else None
+    value = loads_repaired(candidate)
+    return (value, True) if value is not None else None
+
+
+def first_value(text: str) -> tuple[Any, bool] | None:
+    """The first JSON object or array in ``text`` read by ``loads_arguments``."""
+    for start, end in balanced_spans(text):
+        return loads_arguments(text[start:end])
+    return None
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets in ``text`` (strings aside)."""
+    depth = deepest = 0
+    in_str, esc, escaped_at = False, False, -2
+    for m in _SIGNIFICANT.finditer(text):
+        ch, at = m.group(), m.start()
+        if esc:
+            esc = False
+            if at == escaped_at + 1:
+                continue
+        if in_str:
+            if ch == "\\":
+                esc, escaped_at = True, at
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > _REPAIR_DEPTH:
+                return deepest
+        elif ch in "}]":
+            depth -= 1
+    return deepest

@@ -93,7 +93,8 @@ class TaskLoop:
                                     has_recall="recall" in executor.registry)
         self.tools = ToolTurn(executor, self.journal, store, self.counter, self.config,
                               compressor=compressor, services=services)
-        self.parser = DecisionParser(executor.registry.names())
+        self.parser = DecisionParser(executor.registry.names(),
+                                     {t.name: t.parameters for t in executor.registry})
         self.replanner = Replanner(model)
         #: Set before cancelling tasks for a restart: their state stays "running" so that
         #: ``recover`` continues them in the next process instead of closing them.

@@ -1,19 +1,21 @@
 """DecisionParser: whatever the model returned, as AgentDecisions. Never raises.
 
-Rules are tried in order; the first that recognises the output wins and its name is logged
-and stored in ``AgentDecision.rule``:
+1. ``native``: the provider's tool calls (OpenAI ``tool_calls``, Anthropic ``tool_use``).
+2. Reasoning (``<think>``, ``<seed:think>``, harmony's analysis channel) is cut: it is never
+   an action and never the answer.
+3. The tool-call formats open models write as text, one reader each (``agent_core.toolcalls``:
+   Hermes/Qwen ``<tool_call>`` JSON, Qwen3-Coder XML, GLM, Kimi K2, DeepSeek, gpt-oss
+   harmony, MiniMax, Seed-OSS, Step-3, LongCat, LFM2, InternLM, Granite, Phi-4-mini,
+   Jamba/Hunyuan, Mistral, Llama 3 ``<|python_tag|>``, Llama 4 and pythonic calls); the
+   first whose markers are in the text and that recognises it wins.
+4. The JSON protocol of our own prompt: ``fenced`` (```json), ``json`` (the whole output),
+   ``embedded`` (JSON inside prose).
+5. ``plain_text``: no structure at all, a final answer.
 
-1. ``native``        the provider's tool calls (OpenAI ``tool_calls``, Anthropic ``tool_use``)
-2. ``hermes_tags``   ``<tool_call>{...}</tool_call>`` (Hermes, Qwen)
-3. ``mistral``       ``[TOOL_CALLS][{...}]`` and ``[TOOL_CALLS]name[ARGS]{...}``
-4. ``llama_tag``     ``<|python_tag|>{...}`` (Llama 3.x), several separated by ``;``
-5. ``fenced``        JSON inside a ```json fence
-6. ``json``          the whole output is JSON
-7. ``embedded``      JSON inside prose
-8. ``plain_text``    no structure at all: a final answer
-
-A ``+repaired`` suffix marks JSON fixed by json-repair. Output that tried to be structured but
-cannot be read becomes ``invalid`` with a reason the model is told; so does an unknown tool.
+The rule that read the output is ``AgentDecision.rule`` (a ``+repaired`` suffix marks JSON
+that needed repair). Output that tried to call a tool but cannot be read becomes ``invalid``
+with a reason the model is told, never a call with made-up arguments; so does an unknown
+tool, in every format.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from . import _jsonscan
 from .decisions import AgentDecision
 from .models.base import ModelResponse, RawToolCall
+from .toolcalls import READERS, Found, split_reasoning
+from .toolcalls.schema_types import type_arguments
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +53,11 @@ _TYPE_ALIASES = {
     "ask_user": "ask_user", "ask": "ask_user", "question": "ask_user", "clarify": "ask_user",
     "ask_human": "ask_user", "clarification": "ask_user",
 }
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*\[ARGS\]\s*", re.DOTALL)
-_LLAMA_TAG = "<|python_tag|>"
-_LLAMA_END = re.compile(r"<\|(?:eom_id|eot_id|end_of_text)\|>")
+#: Output that set out to be JSON (so it is invalid, not an answer, when unreadable): a
+#: fence only when it is JSON's (a Python or shell block is something to show).
 _STRUCTURED_START = re.compile(
-    r"^\s*(?:\{|\[\s*\{|```|<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>)")
+    r"^\s*+(?:\{|\[\s*+\{|```(?:json5?|tool_call|tool_code|javascript|js)?\s*+[{\[]"
+    r"|<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>)")
 
 RepairCall = Callable[[str], Awaitable[str]]
 
@@ -62,8 +65,11 @@ RepairCall = Callable[[str], Awaitable[str]]
 class DecisionParser:
     """Turns a ModelResponse into one or more AgentDecisions (several only for tool calls)."""
 
-    def __init__(self, tool_names: Iterable[str] = ()) -> None:
+    def __init__(self, tool_names: Iterable[str] = (),
+                 schemas: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.tool_names = set(tool_names)
+        #: Each tool's parameters schema: types the arguments written as text.
+        self.schemas = dict(schemas or {})
 
     # --- public ------------------------------------------------------------------------
     def parse(self, response: ModelResponse) -> list[AgentDecision]:
@@ -106,15 +112,21 @@ class DecisionParser:
         text = response.text or ""
         if not text.strip():
             return [AgentDecision.invalid("the response was empty", rule="empty")]
-
-        for rule in (self._hermes, self._mistral, self._llama):
-            found = rule(text)
-            if found is not None:
-                return found
+        _, text = split_reasoning(text)
+        if not text.strip():
+            return [AgentDecision.invalid(
+                "the output was all reasoning: end it, then answer or call a tool",
+                rule="reasoning_only")]
+        for reader in READERS:
+            if any(marker in text for marker in reader.markers):
+                found = reader.read(text)
+                if found is not None:
+                    return self._from_found(found)
 
         structured = bool(_STRUCTURED_START.match(text))
         for lang, body in _jsonscan.fenced_blocks(text):
-            if lang in ("", "json", "json5", "javascript", "js", "tool_call", "tool_code"):
+            if body.strip() and lang in ("", "json", "json5", "javascript", "js", "tool_call",
+                                         "tool_code"):
                 value = _jsonscan.loads_strict(body.strip())
                 repaired = False
                 if value is None:
@@ -154,50 +166,23 @@ class DecisionParser:
             args = parsed
         return self._tool_decision(call.name, args, call_id=call.id, rule="native")
 
-    def _hermes(self, text: str) -> list[AgentDecision] | None:
-        bodies = _HERMES.findall(text)
-        if not bodies:
-            return None
-        out: list[AgentDecision] = []
-        for body in bodies:
-            value = _jsonscan.loads_repaired(body)
-            if not isinstance(value, dict):
-                out.append(AgentDecision.invalid(
-                    "the <tool_call> block does not hold a JSON object", rule="hermes_tags"))
+    def _from_found(self, found: Found) -> list[AgentDecision]:
+        rule = f"{found.rule}+repaired" if found.repaired else found.rule
+        if found.problem:
+            return [AgentDecision.invalid(found.problem, rule=rule)]
+        if not found.calls:
+            return [AgentDecision(type="final_answer", content=(found.answer or "").strip(),
+                                  rule=rule)]
+        decisions = []
+        for call in found.calls:
+            if call.arguments is None:
+                decisions.append(AgentDecision.invalid(call.problem, rule=rule))
                 continue
-            out.extend(self._from_value(value, "hermes_tags", False, prose=""))
-        return out
-
-    def _mistral(self, text: str) -> list[AgentDecision] | None:
-        if "[TOOL_CALLS]" not in text:
-            return None
-        named = list(_MISTRAL_NAMED.finditer(text))
-        if named:  # [TOOL_CALLS]name[ARGS]{...} (Mistral tokenizer v11+)
-            out = []
-            for m in named:
-                found = _jsonscan.first_json_value(text[m.end():])
-                args = found[0] if found and isinstance(found[0], dict) else {}
-                out.append(self._tool_decision(m.group(1), args, rule="mistral"))
-            return out
-        tail = text.split("[TOOL_CALLS]", 1)[1]
-        found = _jsonscan.first_json_value(tail)
-        if found is None:
-            return [AgentDecision.invalid("[TOOL_CALLS] is not followed by JSON", rule="mistral")]
-        return self._from_value(found[0], "mistral", found[1], prose="")
-
-    def _llama(self, text: str) -> list[AgentDecision] | None:
-        if _LLAMA_TAG not in text:
-            return None
-        body = _LLAMA_END.sub("", text.split(_LLAMA_TAG, 1)[1]).strip()
-        out: list[AgentDecision] = []
-        for start, end in _jsonscan.balanced_spans(body, "{"):
-            value = _jsonscan.loads_repaired(body[start:end])
-            if isinstance(value, dict):
-                out.extend(self._from_value(value, "llama_tag", False, prose=""))
-        if not out:
-            return [AgentDecision.invalid("<|python_tag|> is not followed by a JSON call",
-                                          rule="llama_tag")]
-        return out
+            arguments = call.arguments if call.typed else type_arguments(
+                call.arguments, self.schemas.get(call.name))
+            decisions.append(self._tool_decision(call.name, arguments, rule=rule,
+                                                 call_id=call.call_id))
+        return decisions
 
     # --- interpreting a JSON value -----------------------------------------------------
     def _from_value(self, value: Any, rule: str, repaired: bool, *, prose: str
@@ -271,8 +256,12 @@ class DecisionParser:
         if isinstance(args, str):
             parsed = _jsonscan.loads_repaired(args) if args.strip() else {}
             args = parsed if isinstance(parsed, dict) else {"input": args}
-        if not isinstance(args, dict):
+        if args is None:
             args = {}
+        if not isinstance(args, dict):
+            return AgentDecision.invalid(
+                f"the arguments of {name!r} must be a JSON object, not "
+                f"{json.dumps(args, ensure_ascii=False)[:120]}", rule=rule)
         if name == FINAL_ANSWER_TOOL:
             content = _content_of(args)
             return AgentDecision(type="final_answer", content=content or "", rule=rule,

@@ -1,0 +1,124 @@
+"""What a reader of one tool-call format finds in a model's text."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .. import _jsonscan
+
+_NAME_KEYS = ("name", "tool_name", "function", "tool", "function_name")
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "params")
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call as the model wrote it."""
+
+    name: str
+    #: None when they could not be read (``problem`` says why): never made up.
+    arguments: dict[str, Any] | None
+    problem: str = ""
+    #: False when every value is the text the model wrote, to be typed by the tool's
+    #: schema (the XML-style formats); True when the format carried JSON types.
+    typed: bool = True
+    call_id: str | None = None
+
+
+@dataclass(slots=True)
+class Found:
+    """The calls one reader read (``rule`` names it), or why it could read none."""
+
+    rule: str
+    calls: list[Call] = field(default_factory=list)
+    repaired: bool = False
+    #: Set when the format was recognised but nothing in it could be read.
+    problem: str = ""
+    #: The answer the format marks as such (harmony's final channel), when no call.
+    answer: str | None = None
+
+
+class Reader(Protocol):
+    """A reader of one format. ``markers``: a text holds one of them whenever the format
+    can be in it (a cheap test before any parsing); ``read``: what is there, or None when
+    the text is not this format after all."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def markers(self) -> tuple[str, ...]: ...
+
+    def read(self, text: str) -> Found | None: ...
+
+
+def unreadable(rule: str, problem: str) -> Found:
+    """The format was recognised and nothing in it could be read."""
+    return Found(rule, problem=problem)
+
+
+def arguments_of(raw: Any, name: str) -> tuple[dict[str, Any] | None, str, bool]:
+    """A call's arguments from what the model wrote (an object, JSON text, nothing): the
+    arguments (None when unreadable), the problem, and whether they needed repair."""
+    if raw is None:
+        return {}, "", False
+    if isinstance(raw, dict):
+        return raw, "", False
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}, "", False
+        loaded = _jsonscan.loads_arguments(raw)
+        if loaded is None:
+            return None, f"the arguments of {name!r} are not readable JSON: {raw[:120]}", False
+        value, repaired = loaded
+        if isinstance(value, dict):
+            return value, "", repaired
+    return None, f"the arguments of {name!r} are not a JSON object: {str(raw)[:120]}", False
+
+
+def call_from_object(obj: Any, rule: str) -> Call:
+    """A call from a JSON object such as {"name": ..., "arguments": {...}}."""
+    if not isinstance(obj, dict):
+        return Call("", None, f"{rule}: expected a JSON object with the tool's name")
+    inner = obj.get("function")
+    if isinstance(inner, dict):  # OpenAI-shaped {"function": {"name", "arguments"}}
+        merged = {**obj, **inner}
+        merged.pop("function", None)
+        obj = merged
+    name = next((obj[k].strip() for k in _NAME_KEYS
+                 if isinstance(obj.get(k), str) and obj[k].strip()), "")
+    if not name:
+        return Call("", None, f"{rule}: the call has no tool name")
+    raw = next((obj[k] for k in _ARG_KEYS if k in obj), None)
+    arguments, problem, _ = arguments_of(raw, name)
+    call_id = obj.get("id") if isinstance(obj.get("id"), str) else None
+    return Call(name, arguments, problem, call_id=call_id)
+
+
+def calls_from_json(body: str, rule: str, marker: str = "") -> Found:
+    """The calls in a JSON object or array of them (``body`` may be cut short at the
+    end, or hold prose after the JSON); ``marker`` (the format's tag) names it in errors."""
+    found = _jsonscan.first_value(body)
+    if found is None:
+        where = f"{marker} is not followed by" if marker else f"{rule}: not"
+        return unreadable(rule, f"{where} a readable JSON call: {body.strip()[:120]!r}")
+    value, repaired = found
+    items = value if isinstance(value, list) else [value]
+    calls = [call_from_object(item, rule) for item in items]
+    if not calls:
+        return unreadable(rule, f"{rule}: the list of calls is empty")
+    return Found(rule, calls, repaired)
+
+
+def text_value(raw: str) -> str:
+    """A parameter's text as written: one leading and one trailing newline dropped."""
+    if raw.startswith("\n"):
+        raw = raw[1:]
+    if raw.endswith("\n"):
+        raw = raw[:-1]
+    return raw
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

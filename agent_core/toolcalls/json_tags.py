@@ -1,0 +1,156 @@
+"""Formats whose calls are JSON inside a model's own tags or tokens.
+
+Each reader is one format; ``markers`` is what must be in a text for the format to be there.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .. import _jsonscan
+from .base import Call, Found, arguments_of, call_from_object, calls_from_json, unreadable
+
+
+def _bodies(pattern: re.Pattern[str], text: str) -> list[str]:
+    return [m.group(1) for m in pattern.finditer(text)]
+
+
+def _tagged(rule: str, pattern: re.Pattern[str], text: str, marker: str) -> Found | None:
+    """The calls in every block ``pattern`` finds, each a JSON object or list of them."""
+    bodies = _bodies(pattern, text)
+    if not bodies:
+        return None
+    calls: list[Call] = []
+    repaired = False
+    for body in bodies:
+        found = calls_from_json(body, rule, marker)
+        if found.problem:
+            return found
+        calls += found.calls
+        repaired = repaired or found.repaired
+    return Found(rule, calls, repaired)
+
+
+class HermesTags:
+    """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes, Qwen2.5,
+    Qwen3), one block per call; the closing tag may be cut off at the end."""
+
+    name, markers = "hermes_tags", ("<tool_call>",)
+    _block = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class LongCat:
+    """``<longcat_tool_call>{...}</longcat_tool_call>`` (LongCat-Flash)."""
+
+    name, markers = "longcat", ("<longcat_tool_call>",)
+    _block = re.compile(r"<longcat_tool_call>\s*(.*?)\s*(?:</longcat_tool_call>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class TaggedList:
+    """``<tool_calls>[{...}, ...]</tool_calls>`` (Jamba, Hunyuan)."""
+
+    name, markers = "tool_calls_tag", ("<tool_calls>",)
+    _block = re.compile(r"<tool_calls>\s*(.*?)\s*(?:</tool_calls>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class Granite:
+    """``<|tool_call|>[{...}, ...]`` (IBM Granite 3.x)."""
+
+    name, markers = "granite", ("<|tool_call|>",)
+    _block = re.compile(r"<\|tool_call\|>\s*(.*?)\s*(?=<\|tool_call\|>|<\|end_of_text\|>|\Z)",
+                        re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class GraniteFunctionCall:
+    """``<function_call> {...}`` (Granite-20B-FunctionCalling), one per call."""
+
+    name, markers = "granite_fc", ("<function_call>",)
+    _block = re.compile(r"<function_call>\s*(.*?)\s*(?=<function_call>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class Functools:
+    """``functools[{...}, ...]`` (Phi-4-mini)."""
+
+    name, markers = "phi4_functools", ("functools[",)
+    _block = re.compile(r"functools(\[.*?)(?=functools\[|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class InternLM:
+    """``<|action_start|><|plugin|>{"name": ..., "parameters": {...}}<|action_end|>``
+    (InternLM2 / 2.5)."""
+
+    name, markers = "internlm", ("<|action_start|><|plugin|>",)
+    _block = re.compile(r"<\|action_start\|><\|plugin\|>\s*(.*?)\s*(?:<\|action_end\|>|\Z)",
+                        re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class Mistral:
+    """``[TOOL_CALLS][{...}, ...]`` and, since tokenizer v11, ``[TOOL_CALLS]name[ARGS]{...}``
+    (Mistral, Mixtral, Ministral, Devstral)."""
+
+    name, markers = "mistral", ("[TOOL_CALLS]",)
+    _named = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*(?:\[CALL_ID\]\s*\w+\s*)?"
+                        r"\[ARGS\]\s*(.*?)\s*(?=\[TOOL_CALLS\]|</s>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        named = list(self._named.finditer(text))
+        if named:
+            calls = []
+            for m in named:
+                arguments, problem, _ = arguments_of(m.group(2), m.group(1))
+                calls.append(Call(m.group(1), arguments, problem))
+            return Found(self.name, calls)
+        return calls_from_json(text.split("[TOOL_CALLS]", 1)[1], self.name, "[TOOL_CALLS]")
+
+
+class LlamaTag:
+    """``<|python_tag|>{"name": ..., "parameters": {...}}`` (Llama 3.1 / 3.2 / 3.3), several
+    separated by ``;``."""
+
+    name, markers = "llama_tag", ("<|python_tag|>",)
+    _end = re.compile(r"<\|(?:eom_id|eot_id|end_of_text)\|>")
+
+    def read(self, text: str) -> Found | None:
+        body = self._end.sub("", text.split("<|python_tag|>", 1)[1])
+        calls: list[Call] = []
+        for start, end in _jsonscan.balanced_spans(body, "{"):
+            loaded = _jsonscan.loads_arguments(body[start:end])
+            if loaded is None:
+                return unreadable(self.name, f"{self.name}: the call is not readable JSON: "
+                                             f"{body[start:end][:120]}")
+            calls.append(call_from_object(loaded[0], self.name))
+        if not calls:
+            return unreadable(self.name, "<|python_tag|> is not followed by a JSON call")
+        return Found(self.name, calls)
+
+
+class AnswerTag:
+    """``<answer>…</answer>`` around the answer (Hunyuan, after its ``<think>``)."""
+
+    name, markers = "answer_tag", ("<answer>",)
+    _block = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        found = self._block.search(text)
+        return Found(self.name, answer=found.group(1).strip()) if found else None

@@ -1,0 +1,108 @@
+"""Calls written as Python: ``[get_weather(city="Paris"), calc(a=1)]`` (Llama 4, Llama 3.2's
+pythonic style, LFM2 and several fine-tunes), bare or in ``<|python_start|>…<|python_end|>``.
+Read with Python's own ``ast`` (literals only, never evaluated)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from .base import Call, Found, calls_from_json, unreadable
+
+#: A whole output that is a list of calls: ``[name(`` at its start, ``)]`` at its end.
+_WHOLE = re.compile(r"^\s*\[\s*[A-Za-z_][\w.]*\s*\(.*\)\s*\]\s*$", re.S)
+_TAGS = re.compile(r"<\|python_start\|>(.*?)(?:<\|python_end\|>|\Z)", re.S)
+_MAX = 20_000
+
+
+def read_calls(source: str, rule: str) -> Found:
+    """The calls in ``source``, a Python list of calls (or one call)."""
+    source = source.strip()
+    if len(source) > _MAX:
+        return unreadable(rule, f"{rule}: the calls are too long to read")
+    try:
+        tree = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return unreadable(rule, f"{rule}: the calls are not readable Python: {source[:120]}")
+    items = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
+    calls = []
+    for item in items:
+        if not isinstance(item, ast.Call):
+            return unreadable(rule, f"{rule}: {ast.unparse(item)[:80]} is not a call")
+        name = _name(item.func)
+        try:
+            if item.args:
+                raise ValueError("positional arguments (name each one: key=value)")
+            arguments: dict[str, Any] = {kw.arg: _literal(kw.value) for kw in item.keywords
+                                         if kw.arg is not None}
+        except ValueError as exc:
+            calls.append(Call(name, None, f"{rule}: the arguments of {name!r} are not "
+                                          f"literals: {exc}"))
+            continue
+        calls.append(Call(name, arguments))
+    return Found(rule, calls)
+
+
+def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):  # functions.get_weather(...)
+        return func.attr
+    return ast.unparse(func)[:60]
+
+
+def _literal(node: ast.expr) -> Any:
+    if isinstance(node, ast.Name) and node.id in ("true", "false", "null"):  # JSON-isms
+        return {"true": True, "false": False, "null": None}[node.id]
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        raise ValueError(ast.unparse(node)[:80]) from None
+
+
+class Pythonic:
+    """The whole output (reasoning aside) is a list of Python calls."""
+
+    name, markers = "pythonic", ("(",)
+
+    def read(self, text: str) -> Found | None:
+        if "[" not in text[:200] or not _WHOLE.match(text):
+            return None
+        return read_calls(text, self.name)
+
+
+class PythonTags:
+    """``<|python_start|>[...]<|python_end|>`` (Llama 4)."""
+
+    name, markers = "python_tags", ("<|python_start|>",)
+
+    def read(self, text: str) -> Found | None:
+        calls: list[Call] = []
+        for body in _TAGS.findall(text):
+            found = read_calls(body, self.name)
+            if found.problem:
+                return found
+            calls += found.calls
+        return Found(self.name, calls) if calls else None
+
+
+class Lfm:
+    """``<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>`` (Liquid LFM2),
+    Python calls or a JSON list."""
+
+    name, markers = "lfm2", ("<|tool_call_start|>",)
+    _block = re.compile(r"<\|tool_call_start\|>(.*?)(?:<\|tool_call_end\|>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        calls: list[Call] = []
+        for body in self._block.findall(text):
+            stripped = body.strip()
+            json_like = stripped.startswith(("{", "[{"))
+            found = calls_from_json(body, self.name, self.markers[0]) if json_like \
+                else read_calls(body, self.name)
+            if found.problem:
+                return found
+            calls += found.calls
+        return Found(self.name, calls) if calls else unreadable(
+            self.name, "lfm2: <|tool_call_start|> without a call")
