@@ -24,6 +24,7 @@ from .messages import Message
 from .models.base import ModelAdapter, ModelRequest, ModelResponse
 from .prompt import REPAIR_PROMPT, system_message
 from .run import LoopConfig, Run
+from .toolcalls import VisibleStream
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class ModelTurn:
         request = ModelRequest(
             messages=messages, tools=self.tool_specs, temperature=self.config.temperature,
             max_tokens=self.config.max_tokens, stream=self.config.stream,
-            on_event=lambda name, payload: _model_event(run, name, payload),
+            on_event=_ModelEvents(run),
         )
         started = time.perf_counter()
         try:
@@ -110,6 +111,22 @@ class ModelTurn:
         return response.text
 
 
-def _model_event(run: Run, name: str, payload: dict[str, Any]) -> None:
-    if name in EventType.__members__:
-        run.emit(EventType[name], payload)
+class _ModelEvents:
+    """The model adapter's events as the run's. Streamed text is what may be shown of the
+    reply so far (never reasoning, tool-call markup or special tokens); a retry or a
+    fallback starts the reply again."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.visible = VisibleStream()
+
+    def __call__(self, name: str, payload: dict[str, Any]) -> None:
+        if name == "MODEL_DELTA":
+            text = self.visible.feed(str(payload.get("text") or ""))
+            if not text:
+                return
+            payload = {**payload, "text": text}
+        elif name in ("MODEL_RETRY", "MODEL_FALLBACK"):
+            self.visible = VisibleStream()
+        if name in EventType.__members__:
+            self.run.emit(EventType[name], payload)

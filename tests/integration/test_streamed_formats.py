@@ -1,0 +1,53 @@
+"""A streamed reply in an open model's own text format, through the real OpenAI-compatible
+adapter and the TaskLoop: the calls run, the answer is the answer, and what is streamed
+to watchers never shows reasoning, tool-call markup or special tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_core import TaskRequest, tool
+from agent_core.models.replay import ReplayModelServer, Reply
+
+
+@tool
+async def get_weather(city: str, days: int = 1) -> dict[str, Any]:
+    """The weather in a city."""
+    return {"city": city, "days": days, "sky": "sunny"}
+
+
+FIRST = {
+    "qwen_xml": "<think>\nThey want the weather; maybe {\"name\": \"calc\"}? No.\n</think>\n"
+                "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                "</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
+    "harmony": "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+               "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+               "{\"city\": \"Paris\", \"days\": 2}<|call|>",
+    "kimi": "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+            "<|tool_call_argument_begin|>{\"city\": \"Paris\", \"days\": 2}<|tool_call_end|>"
+            "<|tool_calls_section_end|>",
+}
+FINAL = {
+    "qwen_xml": "<think>It said sunny.</think>\nIt is sunny in Paris.",
+    "harmony": "<|channel|>analysis<|message|>Sunny.<|end|><|start|>assistant<|channel|>final"
+               "<|message|>It is sunny in Paris.<|return|>",
+    "kimi": "It is sunny in Paris.",
+}
+
+
+@pytest.mark.parametrize("style", sorted(FIRST))
+async def test_a_streamed_text_format_runs_its_call_and_shows_no_markup(
+        style: str, make_loop: Any, model_server: ReplayModelServer) -> None:
+    model_server.chunk_size = 3  # pieces that cut every tag somewhere
+    model_server.add(Reply(FIRST[style]), Reply(FINAL[style]))
+    loop, recorder = make_loop([get_weather], native_tools=False, stream=True)
+    result = await loop.run(TaskRequest(text="weather in Paris?", conversation_id=style))
+    assert result.outcome == "answered" and result.text == "It is sunny in Paris."
+    [started] = recorder.of("TOOL_STARTED")
+    assert started.payload["arguments"] == {"city": "Paris", "days": 2}
+    streamed = "".join(e.payload["text"] for e in recorder.of("MODEL_DELTA"))
+    assert "It is sunny in Paris." in streamed
+    for token in ("<think", "</think", "<tool_call", "<function", "<|", "calc", "Need weather"):
+        assert token not in streamed, (token, streamed)
