@@ -135,7 +135,7 @@ class DecisionParser:
                     return self._from_value(value, "fenced", repaired, prose=text)
 
         stripped = text.strip()
-        value = _jsonscan.loads_strict(stripped)
+        value = _jsonscan.loads_strict(stripped) if stripped[:1] in ("{", "[") else None
         if isinstance(value, dict | list):
             return self._from_value(value, "json", False, prose="")
         if structured and stripped[0] in "{[":
