@@ -51,3 +51,27 @@ async def test_a_streamed_text_format_runs_its_call_and_shows_no_markup(
     assert "It is sunny in Paris." in streamed
     for token in ("<think", "</think", "<tool_call", "<function", "<|", "calc", "Need weather"):
         assert token not in streamed, (token, streamed)
+
+
+async def test_several_calls_in_one_text_turn_each_run_and_each_answered(
+        make_loop: Any, model_server: ReplayModelServer) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def reply(path: str, body: dict[str, Any]) -> Reply:
+        seen.append(body)
+        return Reply("Paris is sunny, Rome too.")
+
+    model_server.add(Reply("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                           "</parameter>\n</function>\n</tool_call>\n<tool_call>\n"
+                           "<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n"
+                           "</function>\n</tool_call>"))
+    model_server.responder = reply
+    loop, recorder = make_loop([get_weather], native_tools=False)
+    result = await loop.run(TaskRequest(text="weather in Paris and Rome?",
+                                        conversation_id="two-calls"))
+    assert result.text == "Paris is sunny, Rome too."
+    assert len(recorder.of("TOOL_FINISHED")) == 2
+    assert [e.payload["arguments"] for e in recorder.of("TOOL_STARTED")] == [
+        {"city": "Paris"}, {"city": "Rome"}]
+    last = " ".join(str(m.get("content")) for m in seen[-1]["messages"])
+    assert '"city": "Paris"' in last and '"city": "Rome"' in last, "both results went back"

@@ -165,6 +165,52 @@ CASES: list[tuple[str, str, list[tuple[Any, ...]]]] = [
     ("xlam_json_array", "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
      "{\"name\": \"calc\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
      [("tool_call", W, PARIS), CALC]),
+    # --- several calls in one turn, and cut-off ends, in the other formats ---------------
+    ("seed_oss_two", "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris"
+     "</parameter>\n</function>\n</seed:tool_call>\n<seed:tool_call>\n<function=calc>\n"
+     "<parameter=a>1</parameter>\n<parameter=b>2</parameter>\n</function>\n</seed:tool_call>",
+     [("tool_call", W, PARIS), CALC]),
+    ("step3_two", "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>"
+     "<steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">Paris"
+     "</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_call_begin｜>function"
+     "<｜tool_sep｜><steptml:invoke name=\"calc\"><steptml:parameter name=\"a\">1"
+     "</steptml:parameter><steptml:parameter name=\"b\">2</steptml:parameter>"
+     "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>", [("tool_call", W, PARIS), CALC]),
+    ("longcat_two", "<longcat_tool_call>{\"name\": \"get_weather\", \"arguments\": "
+     "{\"city\": \"Paris\"}}</longcat_tool_call>\n<longcat_tool_call>{\"name\": \"calc\", "
+     "\"arguments\": {\"a\": 1, \"b\": 2}}</longcat_tool_call>", [("tool_call", W, PARIS), CALC]),
+    ("internlm_two", "<|action_start|><|plugin|>\n{\"name\": \"get_weather\", \"parameters\": "
+     "{\"city\": \"Paris\"}}<|action_end|>\n<|action_start|><|plugin|>\n{\"name\": \"calc\", "
+     "\"parameters\": {\"a\": 1, \"b\": 2}}<|action_end|>", [("tool_call", W, PARIS), CALC]),
+    ("phi4_two", "functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+     "{\"name\": \"calc\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
+     [("tool_call", W, PARIS), CALC]),
+    ("mistral_list_two", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+     "\"Paris\"}}, {\"name\": \"calc\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
+     [("tool_call", W, PARIS), CALC]),
+    ("mistral_v11_two", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]calc"
+     "[ARGS]{\"a\": 1, \"b\": 2}", [("tool_call", W, PARIS), CALC]),
+    ("harmony_two", "<|start|>assistant<|channel|>commentary to=functions.get_weather "
+     "<|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|><|start|>assistant<|channel|>"
+     "commentary to=functions.calc <|constrain|>json<|message|>{\"a\": 1, \"b\": 2}<|call|>",
+     [("tool_call", W, PARIS), CALC]),
+    ("deepseek_v31_two", f"{DS_BEGIN}{DS_CALL}get_weather{DS_SEP}{{\"city\": \"Paris\"}}"
+     f"{DS_END}{DS_CALL}calc{DS_SEP}{{\"a\": 1, \"b\": 2}}{DS_END}{DS_CALLS_END}",
+     [("tool_call", W, PARIS), CALC]),
+    ("python_tags_two", "<|python_start|>[get_weather(city=\"Paris\"), calc(a=1, b=2)]"
+     "<|python_end|>", [("tool_call", W, PARIS), CALC]),
+    ("kimi_cut_before_the_end_tokens", f"{KIMI[0]}{KIMI[1]}functions.get_weather:0{KIMI[2]}"
+     "{\"city\": \"Paris\"}", [("tool_call", W, PARIS)]),
+    ("deepseek_cut_before_the_end_tokens", f"{DS_BEGIN}{DS_CALL}get_weather{DS_SEP}"
+     "{\"city\": \"Paris\"}", [("tool_call", W, PARIS)]),
+    ("harmony_cut_before_call_token", "<|channel|>commentary to=functions.get_weather "
+     "<|constrain|>json<|message|>{\"city\": \"Paris\"}", [("tool_call", W, PARIS)]),
+    ("minimax_cut_before_closing_tags", "<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+     "<parameter name=\"city\">Paris", [("tool_call", W, PARIS)]),
+    ("glm_cut_before_closing_tag", "<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+     "<arg_value>Paris", [("tool_call", W, PARIS)]),
+    ("granite_cut_inside_arguments", "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": "
+     "{\"city\":", [("invalid", "not followed by a readable JSON call")]),
     # --- pythonic (Llama 4, Llama 3.2 pythonic, fine-tunes) ---------------------------
     ("pythonic_list", "[get_weather(city=\"Paris\"), calc(a=1, b=2)]",
      [("tool_call", W, PARIS), CALC]),
@@ -264,3 +310,26 @@ def test_the_rule_names_the_format_that_read_it(parser: DecisionParser, case: st
                                                 rule: str) -> None:
     output = next(c[1] for c in CASES if c[0] == case)
     assert {d.rule for d in parser.parse(ModelResponse(text=output))} == {rule}
+
+
+SINGLE_CALLS = [c for c in CASES if len(c[2]) == 1 and c[2][0][0] == "tool_call"
+                and c[2][0][1] == W]
+
+
+@pytest.mark.parametrize("output", [c[1] for c in SINGLE_CALLS],
+                         ids=[c[0] for c in SINGLE_CALLS])
+def test_an_unknown_tool_is_invalid_with_the_real_names_in_every_format(
+        parser: DecisionParser, output: str) -> None:
+    decisions = parser.parse(ModelResponse(text=output.replace(W, "fetch_secrets")))
+    assert [d.type for d in decisions] == ["invalid"], decisions
+    assert "no tool named 'fetch_secrets'" in decisions[0].reason
+    for name in SCHEMAS:
+        assert name in decisions[0].reason
+
+
+def test_every_reader_has_a_case() -> None:
+    from agent_core.toolcalls import READERS
+
+    rules = {d.rule.split("+")[0] for _, output, _ in CASES
+             for d in DecisionParser(SCHEMAS, SCHEMAS).parse(ModelResponse(text=output))}
+    assert {r.name for r in READERS} <= rules
