@@ -14,6 +14,7 @@ from __future__ import annotations
 from .base import Call, Found, Reader
 from .json_tags import (
     AnswerTag,
+    CommandA,
     Functools,
     Granite,
     GraniteFunctionCall,
@@ -22,9 +23,10 @@ from .json_tags import (
     LlamaTag,
     LongCat,
     Mistral,
+    Nemotron,
     TaggedList,
 )
-from .pythonic import Lfm, Pythonic, PythonTags
+from .pythonic import Lfm, Pythonic, PythonTags, ToolCode
 from .reasoning import split_reasoning
 from .stream import VisibleStream
 from .tokens import DeepSeek, Harmony, Kimi
@@ -32,8 +34,8 @@ from .xml_params import Glm, MiniMax, QwenXml, SeedOss, Step3
 
 READERS: tuple[Reader, ...] = (
     Harmony(), Kimi(), DeepSeek(), Step3(), MiniMax(), SeedOss(), LongCat(), InternLM(),
-    Lfm(), Granite(), GraniteFunctionCall(), Functools(), TaggedList(), PythonTags(),
-    Mistral(), LlamaTag(),
+    Lfm(), Nemotron(), CommandA(), Granite(), GraniteFunctionCall(), Functools(),
+    TaggedList(), PythonTags(), ToolCode(), Mistral(), LlamaTag(),
     # <tool_call> is shared: the XML style and GLM's keys before Hermes' JSON.
     QwenXml(), Glm(), HermesTags(),
     Pythonic(), AnswerTag(),

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from .. import _jsonscan
 
 _NAME_KEYS = ("name", "tool_name", "function", "tool", "function_name")
+_ID_KEYS = ("id", "tool_call_id", "call_id")
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "params")
 
 
@@ -92,7 +93,7 @@ def call_from_object(obj: Any, rule: str) -> Call:
         return Call("", None, f"{rule}: the call has no tool name")
     raw = next((obj[k] for k in _ARG_KEYS if k in obj), None)
     arguments, problem, _ = arguments_of(raw, name)
-    call_id = obj.get("id") if isinstance(obj.get("id"), str) else None
+    call_id = next((obj[k] for k in _ID_KEYS if isinstance(obj.get(k), str)), None)
     return Call(name, arguments, problem, call_id=call_id)
 
 

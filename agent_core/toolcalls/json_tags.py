@@ -62,6 +62,32 @@ class TaggedList:
         return _tagged(self.name, self._block, text, self.markers[0])
 
 
+class Nemotron:
+    """``<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`` (Llama-Nemotron)."""
+
+    name, markers = "nemotron", ("<TOOLCALL>",)
+    _block = re.compile(r"<TOOLCALL>\s*(.*?)\s*(?:</TOOLCALL>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return _tagged(self.name, self._block, text, self.markers[0])
+
+
+class CommandA:
+    """``<|START_ACTION|>[{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}]
+    <|END_ACTION|>`` (Cohere Command A / R7B); its ``<|START_RESPONSE|>`` is the answer."""
+
+    name, markers = "command_a", ("<|START_ACTION|>", "<|START_RESPONSE|>")
+    _block = re.compile(r"<\|START_ACTION\|>\s*(.*?)\s*(?:<\|END_ACTION\|>|\Z)", re.S)
+    _answer = re.compile(r"<\|START_RESPONSE\|>(.*?)(?:<\|END_RESPONSE\|>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        found = _tagged(self.name, self._block, text, "<|START_ACTION|>")
+        if found is not None:
+            return found
+        answer = self._answer.search(text)
+        return Found(self.name, answer=answer.group(1).strip()) if answer else None
+
+
 class Granite:
     """``<|tool_call|>[{...}, ...]`` (IBM Granite 3.x)."""
 
@@ -133,6 +159,10 @@ class LlamaTag:
 
     def read(self, text: str) -> Found | None:
         body = self._end.sub("", text.split("<|python_tag|>", 1)[1])
+        if not body.lstrip().startswith("{"):  # a built-in: brave_search.call(query="...")
+            from .pythonic import read_calls
+
+            return read_calls(body, self.name)
         calls: list[Call] = []
         for start, end in _jsonscan.balanced_spans(body, "{"):
             loaded = _jsonscan.loads_arguments(body[start:end])

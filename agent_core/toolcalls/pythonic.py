@@ -10,8 +10,11 @@ from typing import Any
 
 from .base import Call, Found, calls_from_json, unreadable
 
-#: A whole output that is a list of calls: ``[name(`` at its start, ``)]`` at its end.
+#: A whole output that is a list of calls (``[name(`` … ``)]``), or one call (``name(k=``
+#: … ``)``: keywords only, so ``print(x)`` in an answer is not taken for one).
 _WHOLE = re.compile(r"^\s*\[\s*[A-Za-z_][\w.]*\s*\(.*\)\s*\]\s*$", re.S)
+_BARE = re.compile(r"^\s*[A-Za-z_][\w.]*\s*\(\s*[A-Za-z_]\w*\s*=.*\)\s*$", re.S)
+_TOOL_CODE = re.compile(r"```tool_code[ \t]*\r?\n(.*?)(?:```|\Z)", re.S)
 _TAGS = re.compile(r"<\|python_start\|>(.*?)(?:<\|python_end\|>|\Z)", re.S)
 _MAX = 20_000
 
@@ -47,8 +50,10 @@ def read_calls(source: str, rule: str) -> Found:
 def _name(func: ast.expr) -> str:
     if isinstance(func, ast.Name):
         return func.id
-    if isinstance(func, ast.Attribute):  # functions.get_weather(...)
-        return func.attr
+    if isinstance(func, ast.Attribute):
+        if func.attr == "call" and isinstance(func.value, ast.Name):
+            return func.value.id  # Llama 3.1's built-ins: brave_search.call(query=...)
+        return func.attr  # functions.get_weather(...)
     return ast.unparse(func)[:60]
 
 
@@ -67,9 +72,28 @@ class Pythonic:
     name, markers = "pythonic", ("(",)
 
     def read(self, text: str) -> Found | None:
-        if "[" not in text[:200] or not _WHOLE.match(text):
-            return None
-        return read_calls(text, self.name)
+        head = text.lstrip()[:1]
+        if head == "[" and _WHOLE.match(text):
+            return read_calls(text, self.name)
+        if head.isalpha() and len(text) < _MAX and _BARE.match(text):
+            found = read_calls(text, self.name)
+            return None if found.problem else found  # prose after all
+        return None
+
+
+class ToolCode:
+    """```` ```tool_code\nget_weather(city="Paris")\n``` ```` (Gemma)."""
+
+    name, markers = "tool_code", ("```tool_code",)
+
+    def read(self, text: str) -> Found | None:
+        calls: list[Call] = []
+        for body in _TOOL_CODE.findall(text):
+            found = read_calls(body, self.name)
+            if found.problem:
+                return found
+            calls += found.calls
+        return Found(self.name, calls) if calls else None
 
 
 class PythonTags:

@@ -2,7 +2,8 @@
 cut from the text the readers see, and never shown as the answer.
 
 Blocks: ``<think>…</think>`` (Qwen3, DeepSeek-R1, GLM, MiniMax, Kimi), ``<seed:think>…
-</seed:think>`` (Seed-OSS), ``<|begin_of_thought|>…<|end_of_thought|>``, and harmony's
+</seed:think>`` (Seed-OSS), ``<thinking>`` and ``<reasoning>`` (fine-tunes),
+``<|begin_of_thought|>…<|end_of_thought|>``, Command A's ``<|START_THINKING|>``, and harmony's
 ``analysis`` channel (gpt-oss). A closing tag without its opening one (the chat template
 opened the block in the prompt) cuts everything before it; a block never closed (the
 output was cut while thinking) cuts everything after its opening.
@@ -13,12 +14,15 @@ from __future__ import annotations
 import re
 
 _BLOCKS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
-           ("<|begin_of_thought|>", "<|end_of_thought|>"))
+           ("<thinking>", "</thinking>"), ("<reasoning>", "</reasoning>"),
+           ("<|begin_of_thought|>", "<|end_of_thought|>"),
+           ("<|START_THINKING|>", "<|END_THINKING|>"))
 _HARMONY_ANALYSIS = re.compile(
     r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>.*?"
     r"(?:<\|end\|>|(?=<\|start\|>)|\Z)", re.DOTALL)
 #: Quick test: none of these in a text, nothing to cut.
-_MARKERS = ("think>", "_of_thought|>", "<|channel|>analysis")
+_MARKERS = ("think>", "thinking>", "reasoning>", "_of_thought|>", "_THINKING|>",
+            "<|channel|>analysis")
 
 
 def split_reasoning(text: str) -> tuple[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import re
 
-from .base import Call, Found, text_value, unreadable
+from .base import Call, Found, arguments_of, text_value, unreadable
 
 
 def _parameters(pattern: re.Pattern[str], body: str) -> dict[str, str]:
@@ -24,6 +24,10 @@ def _invocations(rule: str, invoke: re.Pattern[str], parameter: re.Pattern[str],
         arguments = _parameters(parameter, body)
         if body.count(opening) != len(parameter.findall(body)):
             calls.append(Call(name, None, f"{rule}: an argument of {name!r} is cut off"))
+        elif not arguments and body.strip().startswith("{"):
+            # <function=NAME>{"k": "v"}</function>: Llama 3.1's custom tools, Functionary
+            json_arguments, problem, _ = arguments_of(body.strip(), name)
+            calls.append(Call(name, json_arguments, problem))
         else:
             calls.append(Call(name, arguments, typed=False))
     if not calls:
@@ -42,7 +46,8 @@ _PARAMETER = re.compile(r"<parameter=([^>\n]{0,200})>(.*?)(?:</parameter>|(?=<pa
 
 class QwenXml:
     """``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``
-    (Qwen3-Coder, Qwen3.5), also without the outer tag."""
+    (Qwen3-Coder, Qwen3.5), also without the outer tag; and ``<function=NAME>{...}
+    </function>`` with JSON arguments (Llama 3.1's custom tools, Functionary v3.1)."""
 
     name, markers = "qwen_xml", ("<function=",)
 

@@ -153,8 +153,12 @@ CORPUS: list[tuple[str, ModelResponse, list[tuple[Any, ...]]]] = [
      [("tool_call", "get_weather", {"city": "Oslo"}), ("tool_call", "get_weather", {"city": "Rome"})]),
     ("llama_bare_json", text('{"name": "get_weather", "parameters": {"city": "Oslo"}}'),
      [("tool_call", "get_weather", {"city": "Oslo"})]),
-    ("llama_tag_garbage", text("<|python_tag|>get_weather(city='Oslo')"),
-     [("invalid", "python_tag")]),
+    # Llama 3.1 writes built-in tools as Python after the tag; a model using it for ours too
+    # is read, not refused.
+    ("llama_tag_pythonic", text("<|python_tag|>get_weather(city='Oslo')"),
+     [("tool_call", "get_weather", {"city": "Oslo"})]),
+    ("llama_tag_garbage", text("<|python_tag|>get_weather(city='Oslo'"),
+     [("invalid", "not readable")]),
     ("mistral_tool_calls", text('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Oslo"}}]'),
      [("tool_call", "get_weather", {"city": "Oslo"})]),
     ("mistral_two_calls", text('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}, '

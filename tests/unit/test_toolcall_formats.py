@@ -224,6 +224,29 @@ CASES: list[tuple[str, str, list[tuple[Any, ...]]]] = [
      [("invalid", "not literals")]),
     ("pythonic_positional", "[get_weather(\"Paris\")]", [("invalid", "positional")]),
     ("pythonic_unknown_tool", "[rm_rf(path=\"/\")]", [("invalid", "no tool named 'rm_rf'")]),
+    # --- more families: Llama 3.1 custom tools, Functionary, Gemma, Nemotron, Command A ---
+    ("llama31_function_json", "<function=get_weather>{\"city\": \"Paris\", \"days\": 2}"
+     "</function>", [("tool_call", W, {"city": "Paris", "days": 2})]),
+    ("llama31_builtin_python_tag", "<|python_tag|>brave_search.call(query=\"Paris weather\")"
+     "<|eom_id|>", [("invalid", "no tool named 'brave_search'")]),
+    ("gemma_tool_code", "I'll check the weather.\n```tool_code\nget_weather(city=\"Paris\")\n"
+     "```", [("tool_call", W, PARIS)]),
+    ("nemotron_toolcall", "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+     "\"Paris\"}}, {\"name\": \"calc\", \"arguments\": {\"a\": 1, \"b\": 2}}]</TOOLCALL>",
+     [("tool_call", W, PARIS), CALC]),
+    ("command_a_action", "<|START_THINKING|>I should look up the weather.<|END_THINKING|>"
+     "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", "
+     "\"parameters\": {\"city\": \"Paris\"}}]<|END_ACTION|>", [("tool_call", W, PARIS)]),
+    ("command_a_response", "<|START_THINKING|>No tool needed.<|END_THINKING|>"
+     "<|START_RESPONSE|>Paris is in France.<|END_RESPONSE|>",
+     [("final_answer", "Paris is in France.")]),
+    ("thinking_tag_then_answer", "<thinking>Should I call get_weather? {\"name\": "
+     "\"get_weather\"} No.</thinking>\nIt depends on the season.",
+     [("final_answer", "It depends on the season.")]),
+    ("pythonic_bare_single_call", "get_weather(city=\"Paris\", days=2)",
+     [("tool_call", W, {"city": "Paris", "days": 2})]),
+    ("prose_that_looks_like_a_call", "print(x) shows the value.",
+     [("final_answer", "print(x) shows the value.")]),
     # --- JSON tags and what surrounds them ----------------------------------------------
     ("hermes_prose_then_call", "Let me look that up for you.\n<tool_call>\n{\"name\": "
      "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
@@ -305,7 +328,9 @@ def test_the_corpus_covers_enough_outputs() -> None:
     ("phi4_functools", "phi4_functools"), ("jamba_tool_calls", "tool_calls_tag"),
     ("pythonic_list", "pythonic"), ("pythonic_llama4_tags", "python_tags"),
     ("hermes_prose_then_call", "hermes_tags"), ("mistral_v11_named", "mistral"),
-    ("llama3_python_tag_two", "llama_tag"), ("xlam_json_array", "json")])
+    ("llama3_python_tag_two", "llama_tag"), ("xlam_json_array", "json"),
+    ("gemma_tool_code", "tool_code"), ("nemotron_toolcall", "nemotron"),
+    ("command_a_action", "command_a"), ("llama31_function_json", "qwen_xml")])
 def test_the_rule_names_the_format_that_read_it(parser: DecisionParser, case: str,
                                                 rule: str) -> None:
     output = next(c[1] for c in CASES if c[0] == case)
