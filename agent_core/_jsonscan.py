@@ -27,34 +27,40 @@ _REPAIR_DEPTH = 64
 _SIGNIFICANT = re.compile(r'[\\"{}\[\]]')
 
 
+def _structure(text: str) -> Iterator[tuple[str, int]]:
+    """The quotes and brackets of ``text`` and where they are, those a backslash escapes
+    left out (plain text between them is skipped by the regex, in C)."""
+    escaped_at = -2
+    for m in _SIGNIFICANT.finditer(text):
+        at = m.start()
+        if at == escaped_at + 1:
+            escaped_at = -2  # an escaped backslash escapes nothing more
+            continue
+        ch = m.group()
+        if ch == "\\":
+            escaped_at = at
+            continue
+        yield ch, at
+
+
 def balanced_spans(text: str, openers: str = "{[") -> Iterator[tuple[int, int]]:
     """(start, end) of each top-level balanced {...} or [...] span, string-aware.
 
     An opener whose span never closes yields (start, len(text)), so a missing final brace
     can still be repaired.
     """
-    depth, start, in_str, esc, escaped_at = 0, -1, False, False, -2
-    for m in _SIGNIFICANT.finditer(text):
-        ch, at = m.group(), m.start()
-        if esc:
-            esc = False
-            if at == escaped_at + 1:
-                continue
+    depth, start, in_str = 0, -1, False
+    for ch, at in _structure(text):
         if in_str:
-            if ch == "\\":
-                esc, escaped_at = True, at
-            elif ch == '"':
-                in_str = False
-            continue
-        if depth == 0:
+            in_str = ch != '"'
+        elif depth == 0:  # quotes in the prose around JSON do not count
             if ch in openers:
                 depth, start = 1, at
-            continue
-        if ch == '"':
+        elif ch == '"':
             in_str = True
         elif ch in "{[":
             depth += 1
-        elif ch in "}]":
+        else:
             depth -= 1
             if depth == 0:
                 yield start, at + 1
@@ -108,27 +114,17 @@ def _closers(text: str) -> str | None:
     """What closes ``text`` when it was cut short after a complete value: the missing
     ``}`` and ``]``; "" when nothing is missing; None when it was cut inside a string."""
     stack: list[str] = []
-    in_str, esc, escaped_at = False, False, -2
-    for m in _SIGNIFICANT.finditer(text):
-        ch, at = m.group(), m.start()
-        if esc:
-            esc = False
-            if at == escaped_at + 1:
-                continue
+    in_str = False
+    for ch, _ in _structure(text):
         if in_str:
-            if ch == "\\":
-                esc, escaped_at = True, at
-            elif ch == '"':
-                in_str = False
+            in_str = ch != '"'
         elif ch == '"':
             in_str = True
         elif ch in "{[":
             stack.append("}" if ch == "{" else "]")
-        elif ch in "}]" and stack:
+        elif stack:
             stack.pop()
-    if in_str:
-        return None
-    return "".join(reversed(stack))
+    return None if in_str else "".join(reversed(stack))
 
 
 def loads_arguments(text: str) -> tuple[Any, bool] | None:
@@ -158,27 +154,20 @@ def first_value(text: str) -> tuple[Any, bool] | None:
 
 
 def _depth(text: str) -> int:
-    """The deepest nesting of brackets in ``text`` (strings aside)."""
+    """The deepest nesting of brackets in ``text`` (strings aside), counted up to just past
+    the depth json-repair is tried to."""
     depth = deepest = 0
-    in_str, esc, escaped_at = False, False, -2
-    for m in _SIGNIFICANT.finditer(text):
-        ch, at = m.group(), m.start()
-        if esc:
-            esc = False
-            if at == escaped_at + 1:
-                continue
+    in_str = False
+    for ch, _ in _structure(text):
         if in_str:
-            if ch == "\\":
-                esc, escaped_at = True, at
-            elif ch == '"':
-                in_str = False
+            in_str = ch != '"'
         elif ch == '"':
             in_str = True
         elif ch in "{[":
             depth += 1
             deepest = max(deepest, depth)
             if deepest > _REPAIR_DEPTH:
-                return deepest
-        elif ch in "}]":
+                break
+        else:
             depth -= 1
     return deepest

@@ -171,8 +171,10 @@ class DecisionParser:
         if found.problem:
             return [AgentDecision.invalid(found.problem, rule=rule)]
         if not found.calls:
-            return [AgentDecision(type="final_answer", content=(found.answer or "").strip(),
-                                  rule=rule)]
+            if found.answer is None:
+                return [AgentDecision.invalid(f"{found.rule}: the tool call holds no call",
+                                              rule=rule)]
+            return [AgentDecision(type="final_answer", content=found.answer.strip(), rule=rule)]
         decisions = []
         for call in found.calls:
             if call.arguments is None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -110,6 +112,22 @@ def calls_from_json(body: str, rule: str, marker: str = "") -> Found:
     if not calls:
         return unreadable(rule, f"{rule}: the list of calls is empty")
     return Found(rule, calls, repaired)
+
+
+def each_block(pattern: re.Pattern[str], text: str, rule: str,
+               read_body: Callable[[str], Found]) -> Found | None:
+    """The calls of every block ``pattern`` finds (its first group is the body, read by
+    ``read_body``); the first block that cannot be read decides; None when no block."""
+    calls: list[Call] = []
+    repaired, seen = False, False
+    for m in pattern.finditer(text):
+        seen = True
+        found = read_body(m.group(1))
+        if found.problem:
+            return found
+        calls += found.calls
+        repaired = repaired or found.repaired
+    return Found(rule, calls, repaired) if seen else None
 
 
 def text_value(raw: str) -> str:

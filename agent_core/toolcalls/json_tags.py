@@ -8,68 +8,57 @@ from __future__ import annotations
 import re
 
 from .. import _jsonscan
-from .base import Call, Found, arguments_of, call_from_object, calls_from_json, unreadable
+from .base import (
+    Call,
+    Found,
+    arguments_of,
+    call_from_object,
+    calls_from_json,
+    each_block,
+    unreadable,
+)
 
 
-def _bodies(pattern: re.Pattern[str], text: str) -> list[str]:
-    return [m.group(1) for m in pattern.finditer(text)]
+class TaggedJson:
+    """A format whose blocks (``_block``'s first group) each hold a JSON call or a list of
+    them; subclasses say which blocks."""
+
+    name: str
+    markers: tuple[str, ...]
+    _block: re.Pattern[str]
+
+    def read(self, text: str) -> Found | None:
+        return each_block(self._block, text, self.name,
+                          lambda body: calls_from_json(body, self.name, self.markers[0]))
 
 
-def _tagged(rule: str, pattern: re.Pattern[str], text: str, marker: str) -> Found | None:
-    """The calls in every block ``pattern`` finds, each a JSON object or list of them."""
-    bodies = _bodies(pattern, text)
-    if not bodies:
-        return None
-    calls: list[Call] = []
-    repaired = False
-    for body in bodies:
-        found = calls_from_json(body, rule, marker)
-        if found.problem:
-            return found
-        calls += found.calls
-        repaired = repaired or found.repaired
-    return Found(rule, calls, repaired)
-
-
-class HermesTags:
+class HermesTags(TaggedJson):
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes, Qwen2.5,
     Qwen3), one block per call; the closing tag may be cut off at the end."""
 
     name, markers = "hermes_tags", ("<tool_call>",)
     _block = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
 
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
-
-class LongCat:
+class LongCat(TaggedJson):
     """``<longcat_tool_call>{...}</longcat_tool_call>`` (LongCat-Flash)."""
 
     name, markers = "longcat", ("<longcat_tool_call>",)
     _block = re.compile(r"<longcat_tool_call>\s*(.*?)\s*(?:</longcat_tool_call>|\Z)", re.S)
 
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
-
-class TaggedList:
+class TaggedList(TaggedJson):
     """``<tool_calls>[{...}, ...]</tool_calls>`` (Jamba, Hunyuan)."""
 
     name, markers = "tool_calls_tag", ("<tool_calls>",)
     _block = re.compile(r"<tool_calls>\s*(.*?)\s*(?:</tool_calls>|\Z)", re.S)
 
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
-
-class Nemotron:
+class Nemotron(TaggedJson):
     """``<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`` (Llama-Nemotron)."""
 
     name, markers = "nemotron", ("<TOOLCALL>",)
     _block = re.compile(r"<TOOLCALL>\s*(.*?)\s*(?:</TOOLCALL>|\Z)", re.S)
-
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
 
 class CommandA:
@@ -81,54 +70,43 @@ class CommandA:
     _answer = re.compile(r"<\|START_RESPONSE\|>(.*?)(?:<\|END_RESPONSE\|>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
-        found = _tagged(self.name, self._block, text, "<|START_ACTION|>")
+        found = each_block(self._block, text, self.name,
+                           lambda body: calls_from_json(body, self.name, "<|START_ACTION|>"))
         if found is not None:
             return found
         answer = self._answer.search(text)
         return Found(self.name, answer=answer.group(1).strip()) if answer else None
 
 
-class Granite:
+class Granite(TaggedJson):
     """``<|tool_call|>[{...}, ...]`` (IBM Granite 3.x)."""
 
     name, markers = "granite", ("<|tool_call|>",)
     _block = re.compile(r"<\|tool_call\|>\s*(.*?)\s*(?=<\|tool_call\|>|<\|end_of_text\|>|\Z)",
                         re.S)
 
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
-
-class GraniteFunctionCall:
+class GraniteFunctionCall(TaggedJson):
     """``<function_call> {...}`` (Granite-20B-FunctionCalling), one per call."""
 
     name, markers = "granite_fc", ("<function_call>",)
     _block = re.compile(r"<function_call>\s*(.*?)\s*(?=<function_call>|\Z)", re.S)
 
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
-
-class Functools:
+class Functools(TaggedJson):
     """``functools[{...}, ...]`` (Phi-4-mini)."""
 
     name, markers = "phi4_functools", ("functools[",)
     _block = re.compile(r"functools(\[.*?)(?=functools\[|\Z)", re.S)
 
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
-
-class InternLM:
+class InternLM(TaggedJson):
     """``<|action_start|><|plugin|>{"name": ..., "parameters": {...}}<|action_end|>``
     (InternLM2 / 2.5)."""
 
     name, markers = "internlm", ("<|action_start|><|plugin|>",)
     _block = re.compile(r"<\|action_start\|><\|plugin\|>\s*(.*?)\s*(?:<\|action_end\|>|\Z)",
                         re.S)
-
-    def read(self, text: str) -> Found | None:
-        return _tagged(self.name, self._block, text, self.markers[0])
 
 
 class Mistral:

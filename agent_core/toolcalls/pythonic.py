@@ -8,7 +8,7 @@ import ast
 import re
 from typing import Any
 
-from .base import Call, Found, calls_from_json, unreadable
+from .base import Call, Found, calls_from_json, each_block, unreadable
 
 #: A whole output that is a list of calls (``[name(`` … ``)]``), or one call (``name(k=``
 #: … ``)``: keywords only, so ``print(x)`` in an answer is not taken for one).
@@ -87,13 +87,7 @@ class ToolCode:
     name, markers = "tool_code", ("```tool_code",)
 
     def read(self, text: str) -> Found | None:
-        calls: list[Call] = []
-        for body in _TOOL_CODE.findall(text):
-            found = read_calls(body, self.name)
-            if found.problem:
-                return found
-            calls += found.calls
-        return Found(self.name, calls) if calls else None
+        return each_block(_TOOL_CODE, text, self.name, lambda body: read_calls(body, self.name))
 
 
 class PythonTags:
@@ -102,13 +96,7 @@ class PythonTags:
     name, markers = "python_tags", ("<|python_start|>",)
 
     def read(self, text: str) -> Found | None:
-        calls: list[Call] = []
-        for body in _TAGS.findall(text):
-            found = read_calls(body, self.name)
-            if found.problem:
-                return found
-            calls += found.calls
-        return Found(self.name, calls) if calls else None
+        return each_block(_TAGS, text, self.name, lambda body: read_calls(body, self.name))
 
 
 class Lfm:
@@ -119,14 +107,9 @@ class Lfm:
     _block = re.compile(r"<\|tool_call_start\|>(.*?)(?:<\|tool_call_end\|>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
-        calls: list[Call] = []
-        for body in self._block.findall(text):
-            stripped = body.strip()
-            json_like = stripped.startswith(("{", "[{"))
-            found = calls_from_json(body, self.name, self.markers[0]) if json_like \
-                else read_calls(body, self.name)
-            if found.problem:
-                return found
-            calls += found.calls
-        return Found(self.name, calls) if calls else unreadable(
-            self.name, "lfm2: <|tool_call_start|> without a call")
+        return each_block(self._block, text, self.name, self._body)
+
+    def _body(self, body: str) -> Found:
+        if body.strip().startswith(("{", "[{")):
+            return calls_from_json(body, self.name, self.markers[0])
+        return read_calls(body, self.name)

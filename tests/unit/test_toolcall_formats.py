@@ -247,6 +247,8 @@ CASES: list[tuple[str, str, list[tuple[Any, ...]]]] = [
      [("tool_call", W, {"city": "Paris", "days": 2})]),
     ("prose_that_looks_like_a_call", "print(x) shows the value.",
      [("final_answer", "print(x) shows the value.")]),
+    ("empty_call_list", "<|tool_call_start|>[]<|tool_call_end|>", [("invalid", "no call")]),
+    ("empty_tool_calls_tag", "<tool_calls>[]</tool_calls>", [("invalid", "empty")]),
     # --- JSON tags and what surrounds them ----------------------------------------------
     ("hermes_prose_then_call", "Let me look that up for you.\n<tool_call>\n{\"name\": "
      "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
