@@ -73,6 +73,10 @@ class DeadlineWatch:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
 
+    def watching(self, task_id: str) -> bool:
+        """Whether ``task_id`` is a request this copy still waits to see answered."""
+        return task_id in self._open
+
     async def _on_request(self, msg: Msg) -> None:
         try:
             request = self.bus.parse(msg.data)
