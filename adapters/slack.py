@@ -117,9 +117,13 @@ class SlackChannel(Channel):
         if self.signing_secret is None:
             return web.json_response(
                 {"error": "the Events API over HTTP needs SLACK_SIGNING_SECRET"}, status=401)
-        body = await request.text()
-        if len(body) > 1_000_000:
+        raw = await request.read()
+        if len(raw) > 1_000_000:
             return web.json_response({"error": "body too large"}, status=413)
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return web.json_response({"error": "the body must be UTF-8"}, status=400)
         # bolt reads the body before it checks the signature, and fails on one that is
         # not an object (``null``, a list): check both first, in that order.
         if not _signed(self.signing_secret, body, request.headers):

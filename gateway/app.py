@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
@@ -88,11 +89,13 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except StoreUnavailableError:
         return web.json_response({"error": "the store is unreachable; retry shortly"},
                                  status=503, headers={"Retry-After": "5"})
-    except ValueError as exc:
-        return web.json_response({"error": str(exc)[:500]}, status=400)
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return web.json_response({"error": "internal error"}, status=500)
+        # A client error is raised as one (an HTTPException with its reason); anything else
+        # is a bug: logged with its traceback, answered with only an id to find it by.
+        trace = uuid.uuid4().hex[:16]
+        log.exception("unhandled error on %s %s (trace %s)", request.method, request.path,
+                      trace)
+        return web.json_response({"error": "internal error", "trace_id": trace}, status=500)
 
 
 def auth(settings: GatewaySettings) -> Middleware:

@@ -4,6 +4,7 @@ JSON body into a model (or a 4xx naming what is wrong), and who the caller is.""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from aiohttp import web
@@ -46,6 +47,22 @@ def bad(status: int, reason: str) -> web.HTTPException:
            404: web.HTTPNotFound, 409: web.HTTPConflict, 410: web.HTTPGone,
            415: web.HTTPUnsupportedMediaType}[status]
     return cls(text=json.dumps({"error": reason}), content_type="application/json")
+
+
+def number(request: web.Request, name: str, *, low: float, high: float,
+           default: float | None = None, integer: bool = False) -> float | None:
+    """Query parameter ``name`` as a finite number in [low, high], ``default`` when absent;
+    400 naming it otherwise (an infinite or huge value would overflow what it feeds)."""
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(int(raw)) if integer else float(raw)
+    except ValueError:
+        raise bad(400, f"{name} must be {'an integer' if integer else 'a number'}") from None
+    if not math.isfinite(value) or not low <= value <= high:
+        raise bad(400, f"{name} must be between {low:g} and {high:g}")
+    return value
 
 
 def channel_of(request: web.Request) -> ChannelName:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ._http import GATEWAY, bad, identity_of
+from ._http import GATEWAY, bad, identity_of, number
+
+#: Unix seconds in the year 5000: later than anything logged, small enough for a stream id.
+MAX_UNIX_SECONDS = 95_617_584_000
 
 
 async def audit_log(request: web.Request) -> web.Response:
@@ -14,15 +17,13 @@ async def audit_log(request: web.Request) -> web.Response:
     if gateway.roles.role_of(caller) != "admin":
         raise bad(403, f"{caller} is not an admin")
     q = request.query
-    try:
-        since = float(q["since"]) if "since" in q else None
-        until = float(q["until"]) if "until" in q else None
-        limit = min(1000, max(1, int(q.get("limit", "100"))))
-    except ValueError:
-        raise bad(400, "since and until are unix seconds; limit is a number") from None
+    since = number(request, "since", low=0, high=MAX_UNIX_SECONDS)
+    until = number(request, "until", low=0, high=MAX_UNIX_SECONDS)
+    limit = number(request, "limit", low=1, high=1000, default=100, integer=True)
+    assert limit is not None
     entries = await gateway.parts.audit.query(
         conversation_id=q.get("conversation_id"), user=q.get("user"), tool=q.get("tool"),
-        since=since, until=until, limit=limit)
+        since=since, until=until, limit=int(limit))
     return web.json_response({"entries": entries, "count": len(entries)})
 
 

@@ -385,14 +385,25 @@ async def test_webhook_callbacks_carry_signed_decision_links(
         return f"{parts.path}?{parts.query}"
 
     tampered = path(approve).replace("sig=", "sig=0")
+    assert (await h.client.post(tampered)).status == 401
     assert (await h.client.get(tampered)).status == 401
-    assert (await h.client.get(path(approve).replace("/approve?", "/reject?"))).status == 401
-    decided = await h.client.get(path(approve))
+    assert (await h.client.post(path(approve).replace("/approve?", "/reject?"))).status == 401
+    # A link preview or mail scanner fetches the link: that shows, and decides nothing.
+    for _ in range(2):
+        preview = await h.client.get(path(approve))
+        page = await preview.text()
+        assert preview.status == 200 and preview.content_type == "text/html"
+        assert "save_daily_report" in page and '<form method="post">' in page
+    record = await (await h.client.get(f"/agent/approvals/{prompt['approval']['id']}")).json()
+    assert record["status"] == "pending", "a GET never decides"
+    decided = await h.client.post(path(approve))
     assert decided.status == 200 and (await decided.json())["status"] == "approved"
     await h.wait_for(lambda: len(callback_server["received"]) == 2)
     assert callback_server["received"][1][2]["text"] == "Saved via webhook."
-    again = await h.client.get(path(reject))
+    again = await h.client.post(path(reject))
     assert again.status == 409
+    shown = await (await h.client.get(path(reject))).text()
+    assert "already approved" in shown and "<form" not in shown
 
 
 async def test_api_approvals_with_edited_arguments(make_gateway: GatewayFactory) -> None:
@@ -433,8 +444,16 @@ async def test_the_audit_log_is_for_admins_and_can_go_to_a_file(
     lines = [json.loads(line) for line in audit_file.read_text().splitlines()]
     assert [e["type"] for e in lines] == ["approval", "tool_call"]
     assert lines[1]["requester"] == "api:clerk" and lines[1]["approved_by"] == "api:boss"
-    bad = await h.client.get("/agent/audit?since=yesterday", headers={"X-Hermes-User": "boss"})
-    assert bad.status == 400
+    for query, named in (("since=yesterday", "since"), ("since=1e300", "since"),
+                         ("until=inf", "until"), ("since=nan", "since"), ("until=-5", "until"),
+                         ("limit=0", "limit"), ("limit=1.5", "limit"),
+                         ("limit=99999999999999999999", "limit")):
+        bad = await h.client.get(f"/agent/audit?{query}", headers={"X-Hermes-User": "boss"})
+        assert bad.status == 400, query
+        assert (await bad.json())["error"].startswith(named), query
+    inside = await h.client.get("/agent/audit?since=0&until=95617584000&limit=1000",
+                                headers={"X-Hermes-User": "boss"})
+    assert inside.status == 200 and (await inside.json())["count"] == 2
 
 
 @pytest.mark.parametrize("payload", [{}, {"approved": "maybe"}, {"approved": True, "x": 1},
