@@ -4,6 +4,7 @@ the signed approve / reject links sent with webhook callbacks."""
 from __future__ import annotations
 
 import hmac
+import html
 import json
 import time
 from typing import Any
@@ -64,7 +65,9 @@ async def get_approval(request: web.Request) -> web.Response:
 
 
 async def webhook_approval(request: web.Request) -> web.Response:
-    """A signed approve/reject link sent with a webhook callback."""
+    """A signed approve/reject link sent with a webhook callback. A GET (what link previews,
+    mail scanners and chat unfurlers send) only shows what would be decided and a button;
+    only a POST (the button) decides."""
     gateway = request.app[GATEWAY]
     source = request.match_info["source"]
     approval_id = request.match_info["approval_id"]
@@ -86,10 +89,30 @@ async def webhook_approval(request: web.Request) -> web.Response:
     record = await gateway.parts.approvals.get(approval_id)
     if record is None:
         raise bad(404, "no such approval")
+    if request.method == "GET":
+        return _confirm_page(record, decision)
     # The source signed this link for its user: decide as the person who asked.
     return _decision_response(await gateway.parts.approvals.decide(
         approval_id, approved=decision == "approve", actor=record["requester"],
         actor_name=record["requester_name"]))
+
+
+def _confirm_page(record: dict[str, Any], decision: str) -> web.Response:
+    """What the link would decide, and the button (a POST to the same signed URL)."""
+    verb = "Approve" if decision == "approve" else "Reject"
+    arguments = json.dumps(json.loads(record["arguments"]), ensure_ascii=False, indent=2)
+    done = record.get("status") != "pending"
+    button = (f"<p>This request was already {html.escape(str(record.get('status')))}.</p>"
+              if done else f'<form method="post"><button type="submit">{verb}</button></form>')
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{verb} "
+            f"{html.escape(str(record['tool']))}?</title></head><body>"
+            f"<h1>{verb} {html.escape(str(record['tool']))}?</h1>"
+            f"<p>Asked by {html.escape(str(record.get('requester_name') or record['requester']))}"
+            f": {html.escape(str(record.get('reason') or ''))}</p>"
+            f"<pre>{html.escape(arguments)}</pre>{button}</body></html>")
+    return web.Response(text=page, content_type="text/html", headers={
+        "Cache-Control": "no-store", "X-Robots-Tag": "noindex",
+        "Content-Security-Policy": "default-src 'none'; form-action 'self'"})
 
 
 def setup(app: web.Application) -> None:
