@@ -63,8 +63,9 @@ class TaskRequest:
     text: str
     conversation_id: str = "cli"
     user_id: str = "local"
-    role: str = "admin"
-    permissions: frozenset[str] = frozenset({"*"})
+    #: Least privilege unless said otherwise: a task built without a role may only read.
+    role: str = "user"
+    permissions: frozenset[str] = frozenset({"read"})
     task_id: str = field(default_factory=new_id)
     trace_id: str = field(default_factory=new_id)
     workdir: Path | None = None

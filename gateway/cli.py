@@ -26,6 +26,8 @@ from agent_core.settings import ModelSpec, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
 from agent_core.store.keys import check_conversation_id
+from agent_core.task import new_id
+from agent_core.tools.sandbox import sandbox_dir
 
 from .hubcmd import add_commands as add_hub_commands
 from .settings import GatewaySettings
@@ -112,8 +114,9 @@ def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
     if shared and not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("several serving processes need SO_REUSEPORT, which this system "
                           "lacks; run one process (HERMES_PROCESSES=1)")
+    if not args.child:
+        check_port_free(host, port)  # said first, not after the gateway reported ready
     if processes > 1:
-        check_port_free(host, port)
         # Before the app (and its metrics) exist; the others inherit it.
         use_multiprocess_dir(settings.hermes_data_dir / "metrics" / str(port))
     settings = settings.model_copy(update={"hermes_host": host, "hermes_port": port})
@@ -190,8 +193,13 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     reporter: Any = JsonLinesReporter() if json_out else ConsoleReporter(verbose=verbose)
     runtime.bus.subscribe(reporter)
     try:
+        task_id = new_id()
+        # The operator at their own terminal: every permission, and a sandbox of the task's
+        # own under the data dir, as the gateway gives each task.
         result = await runtime.loop.run(TaskRequest(
-            text=text, conversation_id=conversation, data_dir=settings.hermes_data_dir,
+            text=text, conversation_id=conversation, role="admin", permissions=frozenset({"*"}),
+            task_id=task_id, trace_id=task_id, data_dir=settings.hermes_data_dir,
+            workdir=sandbox_dir(settings.hermes_data_dir, f"cli:{conversation}", task_id),
             extra=settings.tool_extra()))
     finally:
         await runtime.aclose()

@@ -206,14 +206,19 @@ async def test_a_child_stops_when_its_parent_is_killed(
             os.kill(json.loads(state.read_text())["pid"], signal.SIGTERM)
 
 
-def test_several_processes_refuse_a_port_already_taken(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_serve_refuses_a_port_already_taken_before_anything_starts(
+        tmp_path: Path, processes: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port),
-             "--processes", "2"], env={**os.environ, "HERMES_DATA_DIR": str(tmp_path)},
+             "--processes", processes], env={**os.environ, "HERMES_DATA_DIR": str(tmp_path)},
             cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert f"cannot serve on 127.0.0.1:{port}" in done.stderr
+    assert "gateway ready" not in done.stderr + done.stdout
+    assert not (tmp_path / "valkey").exists(), "no store was started for a gateway that " \
+                                               "cannot serve"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,16 +57,17 @@ def test_demo_replays_the_recorded_session_offline(capsys: pytest.CaptureFixture
     assert list((tmp_path / "reports").glob("*.md"))
 
 
-def test_run_with_a_configured_model_goes_through_settings_and_the_real_adapter(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path) -> None:
+@contextlib.contextmanager
+def scripted_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                   script: list[Any]) -> Iterator[Any]:
+    """The scripted model server on a thread of its own (main() runs its own event loop),
+    and the settings that point the CLI at it."""
     import asyncio
     import threading
 
-    from agent_core.models.replay import ReplayModelServer, Reply
+    from agent_core.models.replay import ReplayModelServer
 
-    server = ReplayModelServer([Reply.call("calc_growth_rate", {"current": 120, "previous": 100}),
-                                Reply("Growth is 20%.")])
+    server = ReplayModelServer(script)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
 
@@ -82,12 +86,23 @@ def test_run_with_a_configured_model_goes_through_settings_and_the_real_adapter(
         monkeypatch.setenv("LLM_BASE_URL", server.openai_url)
         monkeypatch.setenv("LLM_API_KEY", "sk-cli-test-key-0123456789")
         monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
-        assert main(["run", "--task", "growth from 100 to 120?", "--json"]) == 0
+        yield server
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+def test_run_with_a_configured_model_goes_through_settings_and_the_real_adapter(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    from agent_core.models.replay import Reply
+
+    with scripted_model(monkeypatch, tmp_path, [
+            Reply.call("calc_growth_rate", {"current": 120, "previous": 100}),
+            Reply("Growth is 20%.")]) as server:
+        assert main(["run", "--task", "growth from 100 to 120?", "--json"]) == 0
     out = capsys.readouterr().out
     events = [json.loads(line) for line in out.splitlines()]
     assert events[-1]["payload"]["text"] == "Growth is 20%."
@@ -96,3 +111,21 @@ def test_run_with_a_configured_model_goes_through_settings_and_the_real_adapter(
     # The conversation was kept in the embedded store under the data dir, which stopped.
     assert (tmp_path / "valkey" / "appendonlydir").is_dir()
     assert not (tmp_path / "valkey" / "server.json").exists()
+
+
+def test_a_cli_task_has_a_sandbox_of_its_own(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    from agent_core.models.replay import Reply
+
+    with scripted_model(monkeypatch, tmp_path, [
+            Reply.call("write_file", {"path": "notes.txt", "content": "hello"}),
+            Reply.call("read_file", {"path": "notes.txt"}), Reply("Done.")]):
+        assert main(["run", "--task", "write and read a note", "--json"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert not [e for e in events if e["type"] == "TOOL_ERROR"], "no 'no sandbox' refusal"
+    [read] = [e for e in events if e["type"] == "TOOL_FINISHED"
+              and e["payload"]["tool"] == "read_file"]
+    assert "hello" in read["payload"]["output"]
+    [written] = list((tmp_path / "sandboxes").glob("cli_*/*/notes.txt"))
+    assert written.read_text() == "hello"
