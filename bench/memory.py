@@ -28,8 +28,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio.client import Pipeline, Redis
-
 from agent_core import EventBus, LoopConfig, TaskLoop, TaskRequest, ToolExecutor, ToolRegistry
 from agent_core.context import EstimateCounter, message_tokens
 from agent_core.messages import Message
@@ -49,32 +47,32 @@ TOPICS = ["invoice", "refund", "deploy", "database", "latency", "budget", "regio
 
 
 class RoundTrips:
-    """Counts commands sent alone and pipelines executed (each one round trip)."""
+    """Counts what is really sent to the store: the writes of the multiplexed connection
+    (one per event-loop turn, however many commands it carries) and the transactions and
+    pipelines that go over pooled connections (one round trip each). The store's calls
+    are awaited one after another here, so each is one round trip."""
 
-    def __init__(self) -> None:
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
         self.count = 0
-        self._orig_cmd = Redis.execute_command
-        self._orig_pipe = Pipeline.execute
+        self._pipeline = type(redis.pipeline())
+        self._orig_pipe = self._pipeline.execute
+        self._writes = 0
 
     def __enter__(self) -> RoundTrips:
-        counter = self
-        orig_cmd, orig_pipe = self._orig_cmd, self._orig_pipe
-
-        async def cmd(self: Any, *args: Any, **kw: Any) -> Any:
-            counter.count += 1
-            return await orig_cmd(self, *args, **kw)
+        counter, orig_pipe = self, self._orig_pipe
 
         async def pipe(self: Any, *args: Any, **kw: Any) -> Any:
             counter.count += 1
             return await orig_pipe(self, *args, **kw)
 
-        Redis.execute_command = cmd  # type: ignore[method-assign]
-        Pipeline.execute = pipe  # type: ignore[method-assign]
+        self._pipeline.execute = pipe
+        self._writes = getattr(self.redis, "writes", 0)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        Redis.execute_command = self._orig_cmd  # type: ignore[method-assign]
-        Pipeline.execute = self._orig_pipe  # type: ignore[method-assign]
+        self._pipeline.execute = self._orig_pipe
+        self.count += getattr(self.redis, "writes", 0) - self._writes
 
 
 def sentence(rng: random.Random) -> str:
@@ -115,7 +113,7 @@ async def measure(store: RedisConversationStore, cid: str, rng: random.Random
     timings = []
     for _ in range(30):
         started = time.perf_counter()
-        with RoundTrips() as trips:
+        with RoundTrips(store.redis) as trips:
             messages = await loop.model_turn.context(run, shrink=False)
         timings.append(time.perf_counter() - started)
     assert len(messages) == 21

@@ -44,6 +44,8 @@ SENT: list[tuple[str, float]] = []
 
 
 def request(text: str, **kw: Any) -> TaskRequest:
+    """A task from a chat user who may read and write (the gateway's "user" role)."""
+    kw.setdefault("permissions", frozenset({"read", "write"}))
     return TaskRequest(text=text, conversation_id=kw.pop("conversation_id", "conv-1"), **kw)
 
 
@@ -79,7 +81,9 @@ async def test_sales_demo_end_to_end(provider: str, stream: bool, make_loop: Any
     )
     loop, rec = make_loop([query_sales_data, calc_growth_rate, save_daily_report],
                           provider=provider, stream=stream)
+    # The operator running the demo: an admin, whose writes need no approval.
     result = await loop.run(request("Compare this week's sales with last week's",
+                                    role="admin", permissions=frozenset({"*"}),
                                     data_dir=data_dir))
 
     assert result.outcome == "answered"

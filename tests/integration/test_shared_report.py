@@ -27,7 +27,7 @@ async def test_twenty_concurrent_tasks_append_to_one_report(
     loop, _ = make_loop([save_daily_report])
     results = await asyncio.gather(*(
         loop.run(TaskRequest(text=f"task-{n}", conversation_id=f"r:{n}",
-                             data_dir=data_dir))
+                             role="admin", permissions=frozenset({"*"}), data_dir=data_dir))
         for n in range(20)))
     assert all(r.outcome == "answered" for r in results)
     [report] = list((data_dir / "reports").glob("*.md"))
