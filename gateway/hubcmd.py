@@ -124,7 +124,7 @@ async def _agent(settings: GatewaySettings, agent_id: str,
 
 async def _status(settings: GatewaySettings) -> int:
     from hub import Bus
-    from hub.bus import DEAD, REPLIES, TASKS
+    from hub.bus import DEAD, REPLIES, TASKS, TOOLS
     from hub.discovery import discover
 
     bus = await Bus.connect(settings)
@@ -139,7 +139,7 @@ async def _status(settings: GatewaySettings) -> int:
             console.print(f"{agent.agent_id}: load {agent.load_percent:.0f}%, "
                           f"{agent.copies} running, version {agent.version}, offers "
                           f"{', '.join(agent.capabilities) or 'nothing'}")
-        for stream in (TASKS, REPLIES, DEAD):
+        for stream in (TASKS, REPLIES, DEAD, TOOLS):
             info = await bus.js.stream_info(stream)
             console.print(f"stream {stream}: {info.state.messages} messages")
     finally:

@@ -241,4 +241,3 @@ def _repair(raw: bytes) -> dict[str, Any] | None:
 def _token(value: str) -> str:
     """``value`` as one subject token."""
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in value)[:64] or "unknown"
-
