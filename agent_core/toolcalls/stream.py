@@ -12,7 +12,7 @@ from .reasoning import split_reasoning
 #: Where what may be shown ends: the start of any tool-call markup or special token.
 _STOPS = ("<tool_call", "<function", "<|", "<｜", "[TOOL_CALLS]", "<minimax:", "<seed:",
           "<steptml:", "<longcat_", "<tool_calls>", "functools[", "<think", "</think",
-          "<arg_key>", "[{", "{\"name\"", "{\"tool", "<TOOLCALL>", "```tool_code",
+          "<arg_key>", "[{", "{\"name\"", "{\"tool", "{\"type\"", "<TOOLCALL>", "```tool_code",
           "<thinking", "</thinking", "<reasoning", "</reasoning")
 _HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final\s*<\|message\|>(.*?)(?:<\|return\|>|"
                             r"<\|end\|>|\Z)", re.S)
