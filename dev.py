@@ -4,6 +4,7 @@
     python3 dev.py serve [serve options]   # start the gateway (creates .venv on first run)
     python3 dev.py test [pytest options]   # run the whole test suite
     python3 dev.py lint                    # ruff and mypy
+    python3 dev.py busy [N] [pytest options]   # the suite N times (5) beside two busy cores
     python3 dev.py <any hermes-gateway subcommand>   # e.g. demo, run --task "...", tools
 
 The virtual environment lives in .venv and is re-installed only when pyproject.toml changes.
@@ -57,6 +58,9 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_env(dev=True)
         return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
+    if command == "busy":
+        ensure_env(dev=True)
+        return busy(rest)
     if command == "lint":
         ensure_env(dev=True)
         ruff = subprocess.call([str(BIN / "ruff"), "check", "."], cwd=ROOT)
@@ -65,6 +69,26 @@ def main(argv: list[str]) -> int:
     ensure_env(dev=False)
     os.execv(str(BIN / "hermes-gateway"), [str(BIN / "hermes-gateway"), command, *rest])
     return None
+
+
+def busy(args: list[str]) -> int:
+    """The whole suite N times in a row while two CPU-bound processes run beside it (what a
+    CI machine sharing its cores looks like); stops at the first red run."""
+    runs = int(args.pop(0)) if args and args[0].isdigit() else 5
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        for run in range(1, runs + 1):
+            print(f"--- run {run} of {runs}, two CPU-bound processes beside it", flush=True)
+            code = subprocess.call([str(PYTHON), "-m", "pytest", "-q", *args], cwd=ROOT)
+            if code:
+                print(f"--- run {run} failed", flush=True)
+                return code
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    print(f"--- {runs} runs passed", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
