@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,6 +137,3 @@ def text_value(raw: str) -> str:
         raw = raw[:-1]
     return raw
 
-
-def json_dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)

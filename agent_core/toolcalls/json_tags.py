@@ -17,6 +17,7 @@ from .base import (
     each_block,
     unreadable,
 )
+from .pythonic import read_calls
 
 
 class TaggedJson:
@@ -138,8 +139,6 @@ class LlamaTag:
     def read(self, text: str) -> Found | None:
         body = self._end.sub("", text.split("<|python_tag|>", 1)[1])
         if not body.lstrip().startswith("{"):  # a built-in: brave_search.call(query="...")
-            from .pythonic import read_calls
-
             return read_calls(body, self.name)
         calls: list[Call] = []
         for start, end in _jsonscan.balanced_spans(body, "{"):

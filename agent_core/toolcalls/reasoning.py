@@ -20,15 +20,10 @@ _BLOCKS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
 _HARMONY_ANALYSIS = re.compile(
     r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>.*?"
     r"(?:<\|end\|>|(?=<\|start\|>)|\Z)", re.DOTALL)
-#: Quick test: none of these in a text, nothing to cut.
-_MARKERS = ("think>", "thinking>", "reasoning>", "_of_thought|>", "_THINKING|>",
-            "<|channel|>analysis")
 
 
 def split_reasoning(text: str) -> tuple[str, str]:
     """(the reasoning, the rest) of a model's text."""
-    if not any(marker in text for marker in _MARKERS):
-        return "", text
     thoughts: list[str] = []
     for opening, closing in _BLOCKS:
         if closing in text or opening in text:
