@@ -110,21 +110,33 @@ def first_json_value(text: str) -> tuple[Any, bool] | None:
     return None
 
 
-def _closers(text: str) -> str | None:
-    """What closes ``text`` when it was cut short after a complete value: the missing
-    ``}`` and ``]``; "" when nothing is missing; None when it was cut inside a string."""
-    stack: list[str] = []
+def _brackets(text: str) -> Iterator[str]:
+    """The brackets of ``text`` outside its strings, in order, then ``"`` when the text
+    ends inside a string."""
     in_str = False
     for ch, _ in _structure(text):
         if in_str:
             in_str = ch != '"'
         elif ch == '"':
             in_str = True
-        elif ch in "{[":
+        else:
+            yield ch
+    if in_str:
+        yield '"'
+
+
+def _closers(text: str) -> str | None:
+    """What closes ``text`` when it was cut short after a complete value: the missing
+    ``}`` and ``]``; "" when nothing is missing; None when it was cut inside a string."""
+    stack: list[str] = []
+    for ch in _brackets(text):
+        if ch == '"':
+            return None
+        if ch in "{[":
             stack.append("}" if ch == "{" else "]")
         elif stack:
             stack.pop()
-    return None if in_str else "".join(reversed(stack))
+    return "".join(reversed(stack))
 
 
 def loads_arguments(text: str) -> tuple[Any, bool] | None:
@@ -157,17 +169,12 @@ def _depth(text: str) -> int:
     """The deepest nesting of brackets in ``text`` (strings aside), counted up to just past
     the depth json-repair is tried to."""
     depth = deepest = 0
-    in_str = False
-    for ch, _ in _structure(text):
-        if in_str:
-            in_str = ch != '"'
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[":
+    for ch in _brackets(text):
+        if ch in "{[":
             depth += 1
             deepest = max(deepest, depth)
             if deepest > _REPAIR_DEPTH:
                 break
-        else:
+        elif ch != '"':
             depth -= 1
     return deepest
