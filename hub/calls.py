@@ -202,13 +202,13 @@ class ContextService(HubCalls):
 
     async def handle(self, message: Any, headers: Headers) -> TaskResponse:
         update: ContextUpdate = message
-        kept = await self.contexts.put(update)
-        stored = await self.contexts.get(update.context_id)
+        kept, version = await self.contexts.offer(update)
+        if version is None:  # not known (lost every race, or expired on arrival): look
+            stored = await self.contexts.get(update.context_id)
+            version = stored.version if stored else None
         return TaskResponse(sender_id=self.name, receiver_id=update.sender_id,
                             correlation_id=headers.correlation_id, task_id=update.message_id,
-                            status="success", result={
-                                "kept": kept,
-                                "stored_version": stored.version if stored else None})
+                            status="success", result={"kept": kept, "stored_version": version})
 
 
 async def call_tool(bus: Bus, call: ToolCall, *, wait: float = 60.0) -> TaskResponse:

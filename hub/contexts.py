@@ -43,22 +43,29 @@ class Contexts:
     async def put(self, update: ContextUpdate) -> bool:
         """Keep ``update`` unless a newer (or the same) version of it is stored; whether it
         was kept."""
+        kept, _ = await self.offer(update)
+        return kept
+
+    async def offer(self, update: ContextUpdate) -> tuple[bool, int | None]:
+        """``put``, and the version stored afterwards, from the read ``put`` makes anyway
+        (None when that is not known: other writers kept winning the race, or the update
+        had expired when it came; read it with ``get``)."""
         kv = await self.kv()
         for _ in range(_RACES):
             stored, revision = await self._read(update.context_id)
             if stored is not None and stored.version >= update.version:
                 log.info("context %s: version %d ignored, %d is stored", update.context_id,
                          update.version, stored.version)
-                return False
+                return False, stored.version
             try:
                 if revision is None:
                     await kv.create(update.context_id, update.to_json())
                 else:
                     await kv.update(update.context_id, update.to_json(), last=revision)
-                return True
+                return True, update.version if update.expires_at > time.time() else None
             except KeyWrongLastSequenceError:
                 continue  # another writer won the race: look again
-        return False
+        return False, None
 
     async def get(self, context_id: str) -> ContextUpdate | None:
         """The newest unexpired version of a context, or None."""
