@@ -19,6 +19,7 @@ import logging
 import signal
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -143,3 +144,24 @@ class LocalServer(abc.ABC, Generic[I]):
             return self.info_from(json.loads((self.dir / _STATE_FILE).read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+Talk = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
+
+
+async def probe(connect: Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+                talk: Talk) -> bool:
+    """Whether the server ``connect`` reaches answers as ``talk`` expects: False when
+    nobody listens, it hangs up, or it takes over a second to connect."""
+    try:
+        reader, writer = await asyncio.wait_for(connect, 1.0)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        return await talk(reader, writer)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()

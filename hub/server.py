@@ -11,7 +11,6 @@ started it stops it on exit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import shutil
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import ConfigError
-from agent_core.local_server import LocalServer
+from agent_core.local_server import LocalServer, probe
 from agent_core.store.embedded import free_port, kept_secret
 
 log = logging.getLogger(__name__)
@@ -96,17 +95,8 @@ class EmbeddedNats(LocalServer[NatsInfo]):
 
 async def _answers(port: int) -> bool:
     """True when a NATS server greets on ``port`` (its INFO line)."""
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port), 1.0)
-    except (OSError, TimeoutError):
-        return False
-    try:
+    async def talk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         line = await asyncio.wait_for(reader.readline(), 1.0)
         return line.startswith(b"INFO ")
-    except (OSError, TimeoutError):
-        return False
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+
+    return await probe(asyncio.open_connection("127.0.0.1", port), talk)

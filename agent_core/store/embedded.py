@@ -10,7 +10,6 @@ state survives restarts; the process that started the server stops it cleanly on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import shutil
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, StoreUnavailableError
-from ..local_server import LocalServer
+from ..local_server import LocalServer, probe
 
 log = logging.getLogger(__name__)
 
@@ -113,13 +112,7 @@ class EmbeddedValkey(LocalServer[ServerInfo]):
 
 async def _ping(info: ServerInfo) -> bool:
     """True when a server answers AUTH + PING where clients will connect."""
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(info.socket) if info.socket
-            else asyncio.open_connection("127.0.0.1", info.port), 1.0)
-    except (OSError, TimeoutError):
-        return False
-    try:
+    async def talk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         pw = info.password.encode()
         writer.write(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(pw), pw))
         await writer.drain()
@@ -130,12 +123,9 @@ async def _ping(info: ServerInfo) -> bool:
                 break
             data += chunk
         return data.startswith(b"+OK\r\n+PONG")
-    except (OSError, TimeoutError):
-        return False
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+
+    return await probe(asyncio.open_unix_connection(info.socket) if info.socket
+                       else asyncio.open_connection("127.0.0.1", info.port), talk)
 
 
 def free_port() -> int:
