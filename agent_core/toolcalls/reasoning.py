@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 
-_BLOCKS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
-           ("<thinking>", "</thinking>"), ("<reasoning>", "</reasoning>"),
-           ("<|begin_of_thought|>", "<|end_of_thought|>"),
-           ("<|START_THINKING|>", "<|END_THINKING|>"))
+#: The reasoning tags, each an (opening, closing) pair.
+BLOCKS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
+          ("<thinking>", "</thinking>"), ("<reasoning>", "</reasoning>"),
+          ("<|begin_of_thought|>", "<|end_of_thought|>"),
+          ("<|START_THINKING|>", "<|END_THINKING|>"))
 _HARMONY_ANALYSIS = re.compile(
     r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>.*?"
     r"(?:<\|end\|>|(?=<\|start\|>)|\Z)", re.DOTALL)
@@ -25,7 +26,7 @@ _HARMONY_ANALYSIS = re.compile(
 def split_reasoning(text: str) -> tuple[str, str]:
     """(the reasoning, the rest) of a model's text."""
     thoughts: list[str] = []
-    for opening, closing in _BLOCKS:
+    for opening, closing in BLOCKS:
         if closing in text or opening in text:
             text = _cut(text, opening, closing, thoughts)
     if "<|channel|>analysis" in text:

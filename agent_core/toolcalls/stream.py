@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .reasoning import split_reasoning
+from .reasoning import BLOCKS, split_reasoning
 
 #: Where what may be shown ends: the start of any tool-call markup or special token.
 _STOPS = ("<tool_call", "<function", "<|", "<｜", "[TOOL_CALLS]", "<minimax:", "<seed:",
@@ -18,11 +18,14 @@ _HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final\s*<\|message\|>(.*?)(?:<\|re
                             r"<\|end\|>|\Z)", re.S)
 
 
-#: Every stop, reasoning tag and harmony token holds one of these: text without them is
-#: shown as it is (the common case, checked per piece instead of the whole reply).
-_SPECIAL = "<[{`"
-#: The stops whose beginnings can end plain text ("f", "fu", ... of "functools[").
-_PLAIN_STARTS = tuple(stop for stop in _STOPS if stop[0] not in _SPECIAL)
+#: Everything ``showable`` looks for: with none of it in a reply, the reply is shown as it
+#: is but for an end that may begin a stop.
+_MARKS = tuple(dict.fromkeys([*_STOPS, *(tag for pair in BLOCKS for tag in pair),
+                              "<|channel|>"]))
+_LONGEST = max(map(len, _MARKS))
+#: Each stop's beginnings, in the order they are tried (stop by stop, longest first).
+_BEGINNINGS = tuple(stop[:size] for stop in _STOPS for size in range(len(stop) - 1, 0, -1))
+_LAST_CHARS = frozenset(b[-1] for b in _BEGINNINGS)
 
 
 def showable(text: str) -> str:
@@ -36,15 +39,16 @@ def showable(text: str) -> str:
         at = text.find(stop)
         if 0 <= at < cut:
             cut = at
-    return _held_back(text[:cut], _STOPS)
+    return _held_back(text[:cut])
 
 
-def _held_back(text: str, stops: tuple[str, ...]) -> str:
+def _held_back(text: str) -> str:
     """``text`` without an end that may be the beginning of a stop ("<too", "[TOOL")."""
-    for stop in stops:
-        for size in range(min(len(stop) - 1, len(text)), 0, -1):
-            if text.endswith(stop[:size]):
-                return text[:-size]
+    if text[-1:] not in _LAST_CHARS:
+        return text
+    for beginning in _BEGINNINGS:
+        if text.endswith(beginning):
+            return text[:-len(beginning)]
     return text
 
 
@@ -55,17 +59,19 @@ class VisibleStream:
         self._text = ""
         self._shown = ""
         self._done = False
-        #: Whether no piece so far held a character any markup starts with.
-        self._plain = True
+        #: How much of the reply is known to hold no mark (None: one was found).
+        self._unmarked: int | None = 0
 
     def feed(self, piece: str) -> str:
         """What of the reply so far is new to show (often "")."""
         self._text += piece
         if self._done:
             return ""
-        self._plain = self._plain and not any(c in piece for c in _SPECIAL)
-        # Plain text needs no reading of the whole reply: only its end may be held back.
-        visible = _held_back(self._text, _PLAIN_STARTS) if self._plain \
+        if self._unmarked is not None:  # only the new end is searched, once
+            since = max(0, self._unmarked - _LONGEST + 1)
+            found = any(self._text.find(mark, since) >= 0 for mark in _MARKS)
+            self._unmarked = None if found else len(self._text)
+        visible = _held_back(self._text) if self._unmarked is not None \
             else showable(self._text)
         if not visible.startswith(self._shown):  # it was reasoning after all: stop here
             self._done = True

@@ -76,18 +76,10 @@ def test_a_stream_never_shows_markup_whatever_the_cut(parts: list[str],
         assert token not in shown, (token, shown)
 
 
-def test_every_markup_start_holds_a_character_the_streams_fast_path_looks_for() -> None:
-    from agent_core.toolcalls import reasoning, stream
-
-    tags = [t for pair in reasoning._BLOCKS for t in pair] + ["<|channel|>"]
-    for start in [*stream._STOPS, *tags]:
-        assert any(c in start for c in stream._SPECIAL), start
-
-
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet="functools ab.\n", max_size=300),
+@given(st.text(alphabet="functools ab.\n[]{}`<|>_:", max_size=300),
        st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=30))
-def test_plain_text_streams_exactly_what_the_whole_reply_would_show(
+def test_unmarked_text_streams_exactly_what_the_whole_reply_would_show(
         text: str, sizes: list[int]) -> None:
     from agent_core.toolcalls.stream import showable
 
