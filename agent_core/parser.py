@@ -54,10 +54,10 @@ _TYPE_ALIASES = {
     "ask_human": "ask_user", "clarification": "ask_user",
 }
 #: Output that set out to be JSON (so it is invalid, not an answer, when unreadable): a
-#: fence only when it is JSON's (a Python or shell block is something to show).
+#: fence only when it is JSON's (a Python or shell block is something to show). The tagged
+#: formats never get here: their readers answer for them.
 _STRUCTURED_START = re.compile(
-    r"^\s*+(?:\{|\[\s*+\{|```(?:json5?|tool_call|tool_code|javascript|js)?\s*+[{\[]"
-    r"|<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>)")
+    r"^\s*+(?:\{|\[\s*+\{|```(?:json5?|tool_call|tool_code|javascript|js)?\s*+[{\[])")
 
 RepairCall = Callable[[str], Awaitable[str]]
 
