@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -53,13 +54,37 @@ def ensure_env(*, dev: bool) -> None:
     stamp_file.write_text(" ".join([*installed, wanted]))
 
 
+#: The MCP reference servers the tests talk to (npm packages, pinned with their hashes in
+#: the lock file), installed with the machine's Node.js.
+NPM_SERVERS = ROOT / "tests" / "mcp" / "npm"
+
+
+def ensure_mcp_servers() -> None:
+    """``npm ci`` the test MCP servers when the lock file changed since the last install."""
+    lock = (NPM_SERVERS / "package-lock.json").read_bytes()
+    stamp_file = NPM_SERVERS / "node_modules" / ".hermes-installed"
+    wanted = hashlib.sha256(lock).hexdigest()[:16]
+    if stamp_file.exists() and stamp_file.read_text() == wanted:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit("the MCP tests need Node.js and npm (the node and npm commands): install "
+                 "them, e.g. `apt-get install nodejs npm`")
+    print("installing the MCP test servers with npm (first run only) ...", flush=True)
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                   cwd=NPM_SERVERS, check=True)
+    stamp_file.write_text(wanted)
+
+
 def main(argv: list[str]) -> int:
     command, *rest = argv or ["serve"]
     if command == "test":
         ensure_env(dev=True)
+        ensure_mcp_servers()
         return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
     if command == "busy":
         ensure_env(dev=True)
+        ensure_mcp_servers()
         return busy(rest)
     if command == "lint":
         ensure_env(dev=True)

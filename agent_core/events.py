@@ -41,6 +41,9 @@ class EventType(StrEnum):
     ASK_USER = "ASK_USER"
     #: A running tool says what it is doing (``note``), e.g. which agent took a delegation.
     TOOL_PROGRESS = "TOOL_PROGRESS"
+    #: A tool produced a file for the person (``name``, ``mime_type``, ``bytes``, and
+    #: ``path`` in the task's sandbox when it was kept), e.g. an MCP tool's image.
+    TOOL_ATTACHMENT = "TOOL_ATTACHMENT"
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,21 +84,32 @@ class TaskLoop:
         self.bus = bus or EventBus()
         self.config = config or LoopConfig()
         self.counter = counter or counter_for(None)
-        from ._toolformats import ASK_USER_SPEC
-
-        self.tool_specs = [*executor.registry.specs(), ASK_USER_SPEC, *extra_tool_specs]
+        self._extra_tool_specs = list(extra_tool_specs)
         self.journal = Journal(store, self.counter, self.config)
         self.model_turn = ModelTurn(model, self.journal, self.counter, self.config,
-                                    tool_specs=self.tool_specs,
-                                    has_recall="recall" in executor.registry)
+                                    tool_specs=(), has_recall=False)
         self.tools = ToolTurn(executor, self.journal, store, self.counter, self.config,
                               compressor=compressor, services=services)
-        self.parser = DecisionParser(executor.registry.names(),
-                                     {t.name: t.parameters for t in executor.registry})
+        self._tools_version = -1
+        self.sync_tools()
         self.replanner = Replanner(model)
         #: Set before cancelling tasks for a restart: their state stays "running" so that
         #: ``recover`` continues them in the next process instead of closing them.
         self.shutting_down = False
+
+    def sync_tools(self) -> None:
+        """Read the registry again when it changed (an MCP server's tools came, went or
+        changed): the specs the model is given and the names the parser accepts."""
+        registry = self.executor.registry
+        if registry.version == self._tools_version:
+            return
+        from ._toolformats import ASK_USER_SPEC
+
+        self.tool_specs = [*registry.specs(), ASK_USER_SPEC, *self._extra_tool_specs]
+        self.model_turn.tool_specs = self.tool_specs
+        self.model_turn.has_recall = "recall" in registry
+        self.parser = DecisionParser(registry.names(), {t.name: t.parameters for t in registry})
+        self._tools_version = registry.version
 
     @property
     def services(self) -> Services:
@@ -238,6 +249,7 @@ class TaskLoop:
                 raise AgentLoopLimitError(self.config.max_rounds)
             state.round += 1
             run.report.rounds = state.round
+            self.sync_tools()
             await self._steer(run)
             if self.config.replan_every and state.round > 1 and \
                     (state.round - 1) % self.config.replan_every == 0:

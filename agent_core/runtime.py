@@ -4,6 +4,7 @@ the CLI and every hub agent run their tasks on."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .context import counter_for
 from .context.compressor import ContextCompressor, ModelSummariser
@@ -20,6 +21,9 @@ from .models import (
 from .settings import Settings, missing_model_message
 from .store import ConversationStore
 from .tools import ApprovalRules, AuditSink, BreakerBoard, ToolExecutor, ToolRegistry
+
+if TYPE_CHECKING:
+    from .mcp import McpServers
 
 
 class UnconfiguredModel(ModelAdapter):
@@ -42,14 +46,33 @@ class Runtime:
     store: ConversationStore
     bus: EventBus
     loop: TaskLoop
+    #: The MCP servers whose tools are in ``registry`` (after ``start_mcp``).
+    mcp: McpServers | None = None
 
     async def aclose(self) -> None:
-        """Close the model's connections and the store."""
+        """Disconnect the MCP servers, close the model's connections and the store."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
         await self.bus.drain()
         await self.model.aclose()
         if isinstance(self.loop.compressor, ModelSummariser):
             await self.loop.compressor.model.aclose()
         await self.store.aclose()
+
+
+async def start_mcp(runtime: Runtime) -> McpServers | None:
+    """Connect the MCP servers of HERMES_MCP_SERVERS and add their tools to the runtime's
+    registry (none configured: nothing is imported). A server that cannot start does not
+    fail this: it is retried in the background."""
+    servers = runtime.settings.hermes_mcp_servers
+    if not servers or runtime.mcp is not None:
+        return runtime.mcp
+    from .mcp import McpServers
+
+    runtime.mcp = McpServers(servers, runtime.registry,
+                             data_dir=runtime.settings.hermes_data_dir)
+    await runtime.mcp.start()
+    return runtime.mcp
 
 
 def build_registry(settings: Settings) -> ToolRegistry:

@@ -35,6 +35,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .mcp.config import McpServerConfig, check_servers
 
 Provider = Literal["openai", "anthropic", "ollama"]
 
@@ -46,6 +47,8 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 
 # YAML section -> settings prefix, where they differ.
 _SECTION_PREFIX = {"model": "llm"}
+# YAML sections that are one setting whole (a mapping of names), not a prefix.
+_WHOLE_SECTIONS = {"mcp_servers": "hermes_mcp_servers"}
 
 
 class ModelSpec(BaseModel):
@@ -118,6 +121,9 @@ class Settings(BaseSettings):
     tool_breaker_window: float = Field(60.0, gt=0)
     tool_breaker_cooldown: float = Field(30.0, gt=0)
     hermes_writes_need_approval: bool = True
+    hermes_mcp_servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict,
+        description="MCP servers whose tools are added: {name: {command|url, ...}} (docs/mcp.md)")
 
     # --- storage -----------------------------------------------------------------------
     hermes_data_dir: Path = Field(Path("data"), description="state, sandboxes and reports")
@@ -161,6 +167,11 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return comma_list(value)
+
+    @field_validator("hermes_mcp_servers")
+    @classmethod
+    def _mcp_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        return check_servers(value)
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -271,6 +282,9 @@ def _flatten_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{str(path)!r} must hold a mapping of sections")
     flat: dict[str, Any] = {}
     for section, body in data.items():
+        if str(section) in _WHOLE_SECTIONS:
+            flat[_WHOLE_SECTIONS[str(section)]] = body
+            continue
         if not isinstance(body, dict):
             flat[str(section).lower()] = body
             continue

@@ -169,6 +169,11 @@ class ToolTurn:
             run.emit(EventType.TOOL_PROGRESS, {"tool": call.name, "call_id": call.id,
                                                "note": note[:300]})
 
+        def attachment(name: str, mime_type: str, size: int, path: str | None) -> None:
+            run.emit(EventType.TOOL_ATTACHMENT, {"tool": call.name, "call_id": call.id,
+                                                 "name": name, "mime_type": mime_type,
+                                                 "bytes": size, "path": path})
+
         return ToolContext(
             user_id=state.user_id, conversation_id=state.conversation_id,
             trace_id=state.trace_id, created_at=state.created_at, role=state.role,
@@ -176,7 +181,7 @@ class ToolTurn:
             workdir=Path(state.workdir) if state.workdir else None, task_id=state.task_id,
             extra=state.extra, data_dir=Path(state.data_dir) if state.data_dir else None,
             memory=BoundMemory(self.store, state.conversation_id), services=self.services,
-            progress=progress)
+            progress=progress, attachments=attachment)
 
 
 def _preview(output: Any, limit: int = 500) -> str:

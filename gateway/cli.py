@@ -21,7 +21,7 @@ from agent_core.models import build_adapter
 from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
-from agent_core.runtime import build_registry, build_runtime
+from agent_core.runtime import build_registry, build_runtime, start_mcp
 from agent_core.settings import ModelSpec, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
@@ -193,6 +193,7 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     reporter: Any = JsonLinesReporter() if json_out else ConsoleReporter(verbose=verbose)
     runtime.bus.subscribe(reporter)
     try:
+        await start_mcp(runtime)
         task_id = new_id()
         # The operator at their own terminal: every permission, and a sandbox of the task's
         # own under the data dir, as the gateway gives each task.
@@ -210,6 +211,8 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
 
 def _cmd_tools(args: argparse.Namespace, settings: GatewaySettings) -> int:
     registry = build_registry(settings)
+    servers = asyncio.run(_mcp_tools(settings, registry)) if settings.hermes_mcp_servers \
+        else {}
     if args.json:
         print(json.dumps(registry.specs(), indent=2, ensure_ascii=False))
         return 0
@@ -222,7 +225,24 @@ def _cmd_tools(args: argparse.Namespace, settings: GatewaySettings) -> int:
             flags.append("tags: " + ", ".join(sorted(t.tags)))
         console.print(f"[bold]{t.name}[/] [dim]({'; '.join(flags)})[/]\n  {t.description}")
         console.print_json(json.dumps(t.parameters))
+    for name, status in servers.items():
+        state = status["state"] if status["state"] == "up" else status.get("error", "down")
+        console.print(f"[bold]MCP server {name}[/] ({status['transport']}): {state}, "
+                      f"{status['tools']} tools")
     return 0
+
+
+async def _mcp_tools(settings: GatewaySettings, registry: Any) -> dict[str, Any]:
+    """Connect the MCP servers once to list their tools beside the built-in ones."""
+    from agent_core.mcp import McpServers
+
+    servers = McpServers(settings.hermes_mcp_servers, registry,
+                         data_dir=settings.hermes_data_dir)
+    try:
+        await servers.start()
+        return servers.status()
+    finally:
+        await servers.aclose()
 
 
 def _cmd_demo(args: argparse.Namespace, settings: GatewaySettings) -> int:

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from agent_core import ConfigError, load_settings
 from agent_core.redaction import register as register_secrets
-from agent_core.runtime import UnconfiguredModel, build_runtime
+from agent_core.runtime import UnconfiguredModel, build_runtime, start_mcp
 from agent_core.store import MemoryConversationStore
 
 from .settings import GatewaySettings
@@ -111,6 +111,7 @@ async def _agent(settings: GatewaySettings, agent_id: str,
     bus = await Bus.connect(settings)
     runner = AgentRunner(bus, LoopAgent(agent_id, capabilities, runtime))
     try:
+        await start_mcp(runtime)
         await runner.start()
         Console(stderr=True).print(f"[bold]agent {agent_id}[/] on the hub: "
                                    f"{', '.join(capabilities)} (Ctrl-C to stop)")

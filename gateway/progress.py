@@ -84,6 +84,8 @@ def describe(event: Event) -> str | None:
             return f"🤝 {p.get('note')}…"
         case EventType.TOOL_PROGRESS:
             return f"⏳ {p.get('tool')}: {p.get('note')}"
+        case EventType.TOOL_ATTACHMENT:
+            return f"📎 {p.get('tool')}: {p.get('name')} ({p.get('mime_type')})"
         case EventType.TOOL_FINISHED:
             return f"✅ {p.get('tool')} done"
         case EventType.TOOL_ERROR:

@@ -24,7 +24,7 @@ from agent_core import ConfigError
 from agent_core.background import repeating
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
-from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime
+from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime, start_mcp
 from agent_core.store import MultiplexedRedis, OpenStore, open_store
 from agent_core.tools import Delegation, Services
 
@@ -120,6 +120,9 @@ class Gateway:
             settings = settings.model_copy(update={
                 "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
         runtime = build_runtime(settings, store=store, model=model, audit=audit)
+        mcp = await start_mcp(runtime)
+        if mcp is not None:
+            stack.push_async_callback(mcp.aclose)
         stack.push_async_callback(_quietly, runtime.model.aclose)
         stack.push_async_callback(_quietly, runtime.bus.drain)
         queue = WorkQueue(store.redis, settings.redis_prefix,
@@ -233,6 +236,7 @@ class Gateway:
                 "channels": sorted(parts.channels.by_name), "model": self._model_status(),
                 "hub": "connected" if parts.bus is not None and parts.bus.nc.is_connected
                 else ("unreachable" if parts.bus is not None else "off"),
+                "mcp_servers": parts.runtime.mcp.status() if parts.runtime.mcp else {},
                 "conversations_waiting": await parts.queue.waiting(),
                 "active_here": parts.workers.active}
 

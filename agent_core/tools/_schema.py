@@ -115,15 +115,17 @@ class ExplicitArguments:
     """Validates arguments against a JSON Schema the tool author wrote."""
 
     def __init__(self, schema: dict[str, Any], name: str) -> None:
+        # The draft the schema names ($schema; MCP servers often write draft-07), else 2020-12.
+        validator = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
         try:
-            jsonschema.Draft202012Validator.check_schema(schema)
+            validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ToolDefinitionError(f"tool {name!r}: invalid JSON Schema: {exc.message}") \
                 from None
         if schema.get("type") != "object":
             raise ToolDefinitionError(f"tool {name!r}: the schema must describe an object")
         self.schema = schema
-        self._validator = jsonschema.Draft202012Validator(schema)
+        self._validator = validator(schema)
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Coerce obvious scalars ("3" -> 3), then validate against the schema."""

@@ -114,11 +114,19 @@ class ToolContext:
     #: Tells whoever watches the task what the tool is doing now (one short line); None
     #: where nobody watches. Never persisted.
     progress: Callable[[str], None] | None = None
+    #: Hears each file the call produced for the person (name, MIME type, size, and its
+    #: path in the sandbox when it was kept); None where nobody watches.
+    attachments: Callable[[str, str, int, str | None], None] | None = None
 
     def report(self, note: str) -> None:
         """Show ``note`` as this call's progress, where anyone watches."""
         if self.progress is not None:
             self.progress(note)
+
+    def attach(self, name: str, mime_type: str, size: int, *, path: str | None) -> None:
+        """Tell whoever watches that the call produced a file for the person."""
+        if self.attachments is not None:
+            self.attachments(name, mime_type, size, path)
 
     def allows(self, permission: str | None) -> bool:
         """Whether this caller holds ``permission`` (None means no permission is needed)."""

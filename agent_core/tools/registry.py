@@ -187,6 +187,9 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        #: Grows with every change, so that a loop notices tools added or removed while it
+        #: runs (an MCP server's list changed).
+        self.version = 0
         for t in tools:
             self.add(t)
 
@@ -213,8 +216,17 @@ class ToolRegistry:
         existing = self._tools.get(t.name)
         if existing is not None and existing.fn is not t.fn:
             raise ToolDefinitionError(f"two different tools are named {t.name!r}")
-        self._tools[t.name] = t
+        if existing is not t:
+            self._tools[t.name] = t
+            self.version += 1
         return t
+
+    def remove(self, name: str) -> Tool | None:
+        """Unregister the tool called ``name``; the tool, or None when there was none."""
+        removed = self._tools.pop(name, None)
+        if removed is not None:
+            self.version += 1
+        return removed
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
