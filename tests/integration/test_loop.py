@@ -425,3 +425,36 @@ async def test_text_protocol_models_work_end_to_end(make_loop: Any,
     system = messages_sent(model_server, 0)[0]["content"]
     assert "no native tool calling" in system and "get_weather" in system
     assert "tools" not in model_server.requests[0][1]
+
+
+async def test_a_tool_added_or_removed_between_rounds_is_seen_by_the_next_round(
+        make_loop: Any, model_server: ReplayModelServer) -> None:
+    """The registry can change while tasks run (an MCP server's list_changed): the next
+    round's model request lists the tool, and the parser accepts a call of it."""
+
+    @tool
+    def late_tool(x: int) -> str:
+        """A tool registered while a task runs."""
+        return f"late {x}"
+
+    @tool
+    def install() -> str:
+        """Registers late_tool."""
+        loop.executor.registry.add(late_tool)
+        return "installed"
+
+    loop, _ = make_loop([install])
+    model_server.add(Reply.call("install", {}), Reply.call("late_tool", {"x": 3}), Reply("done"))
+    result = await loop.run(request("go"))
+    assert result.outcome == "answered", result
+    offered = [[t["function"]["name"] for t in body["tools"]]
+               for _path, body in model_server.requests]
+    assert "late_tool" not in offered[0] and "late_tool" in offered[1]
+    tool_messages = [m for m in model_server.requests[-1][1]["messages"] if m["role"] == "tool"]
+    assert tool_messages[-1]["content"] == "late 3"
+
+    loop.executor.registry.remove("late_tool")
+    model_server.add(Reply("ok"))
+    await loop.run(request("again"))
+    assert "late_tool" not in [t["function"]["name"]
+                               for t in model_server.requests[-1][1]["tools"]]

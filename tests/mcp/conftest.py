@@ -18,6 +18,7 @@ import pytest
 
 from agent_core.mcp import McpServerConfig, McpServers
 from agent_core.tools import ToolContext, ToolExecutor, ToolRegistry
+from tests.integration.conftest import make_gateway  # noqa: F401 - the gateway fixture
 
 NPM = Path(__file__).parent / "npm" / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = NPM / "server-everything" / "dist" / "index.js"
