@@ -11,6 +11,7 @@ from agent_core import lazy_exports
 from .base import (
     Channel,
     ChannelName,
+    FileToShow,
     InboundMessage,
     Ingest,
     Interact,
@@ -31,6 +32,7 @@ __all__ = [
     "Channel",
     "ChannelName",
     "DeliveryError",
+    "FileToShow",
     "GatewayStopping",
     "InboundMessage",
     "Ingest",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -121,6 +121,20 @@ class Interaction:
 
 
 @dataclass(frozen=True, slots=True)
+class FileToShow:
+    """A file a tool produced for the person (kept in the task's sandbox)."""
+
+    name: str
+    mime_type: str
+    data: bytes = field(repr=False)
+
+    @property
+    def is_image(self) -> bool:
+        """A raster image every platform shows inline (SVG is not: it can carry script)."""
+        return self.mime_type in ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+@dataclass(frozen=True, slots=True)
 class InteractionReply:
     """What the channel shows after a press."""
 
@@ -165,6 +179,11 @@ class Channel(abc.ABC):
 
     async def done(self, target: dict[str, Any], task_id: str) -> None:
         """The task ended: clear progress displays."""
+        raise NotImplementedError
+
+    async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
+        """Show a file a tool made for the person (an MCP tool's image), where the platform
+        can show one; channels that cannot raise NotImplementedError."""
         raise NotImplementedError
 
     async def start(self) -> None:  # noqa: B027 - optional hook

@@ -33,6 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .approvals import APPROVE, CHOICE, REJECT
 from .base import (
     Channel,
+    FileToShow,
     InboundMessage,
     Ingest,
     Interact,
@@ -324,6 +325,13 @@ class SlackChannel(Channel):
         if self.progress_mode == "reaction" and target.get("message_ts"):
             await self._quietly("reactions_remove", channel=target["channel"],
                                 timestamp=target["message_ts"], name="hourglass_flowing_sand")
+
+    async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
+        # files.getUploadURLExternal, the upload, files.completeUploadExternal: one share
+        # in the task's thread.
+        await self._call("files_upload_v2", target["channel"], channel=target["channel"],
+                         thread_ts=target.get("thread_ts"), file=file.data,
+                         filename=file.name, title=file.name)
 
     async def _call(self, method: str, pace_key: str, **kwargs: Any) -> Any:
         await self.pacer.wait({f"slack:{pace_key}": self.channel_interval})

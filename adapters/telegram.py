@@ -28,11 +28,19 @@ from telegram.ext import Application, CallbackQueryHandler, ContextTypes, TypeHa
 
 from agent_core import StoreUnavailableError
 
-from .approvals import APPROVAL_DATA, CHOICE_DATA, parse_callback_data
-from .base import Channel, InboundMessage, Ingest, Interact, Interaction, OutboundMessage
+from .base import (
+    Channel,
+    FileToShow,
+    InboundMessage,
+    Ingest,
+    Interact,
+    Interaction,
+    OutboundMessage,
+)
 from .errors import DeliveryError
 from .markup import split_text, to_telegram_html
 from .pacing import Pacer
+from .telegram_updates import inbound_of, interaction_of
 
 log = logging.getLogger(__name__)
 
@@ -212,81 +220,11 @@ class TelegramChannel(Channel):
 
     def to_interaction(self, update: Update) -> Interaction:
         """The normalised press of a callback query."""
-        query = update.callback_query
-        assert query is not None
-        user = query.from_user
-        name = f"@{user.username}" if user.username else user.full_name
-        kind, target, value = parse_callback_data(query.data or "")
-        message = query.message
-        chat = message.chat if message is not None else None
-        where: dict[str, Any] = {"channel": "telegram", "user_id": str(user.id),
-                                 "user_name": name, "target": target}
-        if chat is not None and message is not None:
-            topic = getattr(message, "message_thread_id", None)
-            private = chat.type == "private"
-            where.update(
-                reply_target={"chat_id": chat.id, "message_thread_id": topic,
-                              "private": private},
-                space_id=str(chat.id), room_id=str(topic or chat.id), is_direct=private,
-                prompt={"chat_id": chat.id, "message_id": message.message_id},
-                prompt_text=getattr(message, "text", "") or "")
-        if kind == APPROVAL_DATA:
-            return Interaction(kind="approval", approved=value == "y", **where)
-        if kind == CHOICE_DATA:
-            return Interaction(kind="choice", choice=int(value) if value.isdigit() else None,
-                               **where)
-        return Interaction(kind="unknown", **where)
+        return interaction_of(update)
 
     def to_inbound(self, update: Update) -> InboundMessage | None:
         """The normalised message of an Update, or None to ignore it."""
-        message = update.message
-        if message is None or message.from_user is None or message.from_user.is_bot:
-            return None
-        text = message.text or message.caption
-        if not text or not isinstance(text, str):
-            return None
-        chat = message.chat
-        private = chat.type == "private"
-        mentioned, text = self._addressed(message, text)
-        topic = message.message_thread_id if message.is_topic_message else None
-        if private:
-            cid = f"telegram:{chat.id}"
-        elif topic is not None:
-            cid = f"telegram:{chat.id}:{topic}"
-        else:
-            cid = f"telegram:{chat.id}"
-        target: dict[str, Any] = {"chat_id": chat.id, "message_thread_id": topic,
-                                  "private": private}
-        if not private:
-            target["reply_to"] = message.message_id
-        user = message.from_user
-        return InboundMessage(
-            channel="telegram", conversation_id=cid, user_id=str(user.id),
-            user_name=user.username or user.full_name, text=text.strip() or "(empty)",
-            is_direct=private, mentions_bot=private or mentioned,
-            platform_message_id=f"{self.bot.id}:{update.update_id}", reply_target=target,
-            space_id=str(chat.id), room_id=str(topic or chat.id))
-
-    def _addressed(self, message: Message, text: str) -> tuple[bool, str]:
-        """Whether a group message addresses the bot, and its text without the mention."""
-        username = (self.bot.username or "").lower()
-        addressed = False
-        for entity in message.entities or ():
-            piece = text[entity.offset:entity.offset + entity.length]
-            if entity.type == "mention" and piece.lower() == f"@{username}":
-                addressed = True
-                text = text.replace(piece, " ")
-            elif entity.type == "text_mention" and entity.user and entity.user.id == self.bot.id:
-                addressed = True
-            elif entity.type == "bot_command" and entity.offset == 0:
-                target = piece.split("@", 1)[1].lower() if "@" in piece else username
-                addressed = addressed or target == username
-                if "@" in piece:
-                    text = text.replace(piece, piece.split("@", 1)[0], 1)
-        reply = message.reply_to_message
-        if reply is not None and reply.from_user is not None and reply.from_user.id == self.bot.id:
-            addressed = True
-        return addressed, " ".join(text.split())
+        return inbound_of(update, self.bot)
 
     # --- outbound ------------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
@@ -363,6 +301,22 @@ class TelegramChannel(Channel):
 
     async def progress(self, target: dict[str, Any], task_id: str, line: str) -> None:
         return None  # "typing" is the progress display on Telegram
+
+    async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
+        chat_id = target["chat_id"]
+        await self.pacer.wait({f"tg:chat:{chat_id}": self.chat_interval,
+                               "tg:global": self.global_interval})
+        where = {"chat_id": chat_id, "message_thread_id": target.get("message_thread_id")}
+        try:
+            if file.is_image and file.mime_type != "image/gif":
+                await self.bot.send_photo(photo=file.data, filename=file.name, **where)
+            elif file.mime_type.startswith("audio/"):
+                await self.bot.send_audio(audio=file.data, filename=file.name, **where)
+            else:
+                await self.bot.send_document(document=file.data, filename=file.name, **where)
+        except (BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut) as exc:
+            raise DeliveryError(f"telegram attachment failed: {type(exc).__name__}",
+                                retryable=False) from exc
 
     async def done(self, target: dict[str, Any], task_id: str) -> None:
         task = self._typing.pop(task_id, None)

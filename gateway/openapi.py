@@ -60,6 +60,10 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+#: The names of attachments (gateway/api/tasks.py checks them).
+ATTACHMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
 def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): _json(_ERROR, "error with a reason") for c in codes}
 
@@ -97,6 +101,15 @@ def spec() -> dict[str, Any]:
                                          "required": False, "schema": {"type": "string"}}],
                 "responses": {"200": {"description": "text/event-stream",
                                       "content": {"text/event-stream": {}}},
+                              **_errors(400, 401, 404)}}},
+            "/agent/tasks/{task_id}/attachments/{name}": {"get": {
+                "summary": "A file a tool made for the person (e.g. an MCP tool's image); "
+                           "raster images and audio inline, anything else as a download",
+                "parameters": [task_id, {"name": "name", "in": "path", "required": True,
+                                         "schema": {"type": "string",
+                                                    "pattern": ATTACHMENT_NAME}}],
+                "responses": {"200": {"description": "the file",
+                                      "content": {"*/*": {}}},
                               **_errors(400, 401, 404)}}},
             "/agent/tasks/{task_id}/cancel": {"post": {
                 "summary": "Stop a running task or drop a queued one", "parameters": [task_id],

@@ -7,10 +7,12 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from adapters.base import Channel
+from adapters.base import Channel, FileToShow
 from agent_core import Event, EventType
+from agent_core.tools.sandbox import sandbox_dir
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,12 @@ class _Watch:
 class ProgressRelay:
     """Subscribe once to the bus; each running task registered here gets its updates."""
 
-    def __init__(self, *, min_interval: float = 1.5) -> None:
+    def __init__(self, *, min_interval: float = 1.5, data_dir: Path | None = None) -> None:
         self.min_interval = min_interval
+        #: Where task sandboxes are: files tools made for the person are read from them.
+        self.data_dir = data_dir
         self._watches: dict[str, _Watch] = {}
+        self._sending: set[asyncio.Task[None]] = set()
 
     async def begin(self, task_id: str, channel: Channel, target: dict[str, Any]) -> None:
         """A task started in a chat."""
@@ -41,6 +46,10 @@ class ProgressRelay:
         watch = self._watches.pop(task_id, None)
         if watch is None:
             return
+        # Files go before the answer that may speak of them.
+        sending = [t for t in self._sending if t.get_name() == f"attach:{task_id}"]
+        if sending:
+            await asyncio.wait(sending, timeout=30)
         if watch.flusher is not None:
             watch.flusher.cancel()
         await _quietly(watch.channel.done(watch.target, task_id))
@@ -50,6 +59,8 @@ class ProgressRelay:
         watch = self._watches.get(event.task_id)
         if watch is None:
             return
+        if event.type == EventType.TOOL_ATTACHMENT:
+            self._attach(event, watch)
         line = describe(event)
         if line is None:
             return
@@ -69,6 +80,33 @@ class ProgressRelay:
                 return
             watch.last_update = time.monotonic()
             await _quietly(watch.channel.progress(watch.target, task_id, line))
+
+
+    def _attach(self, event: Event, watch: _Watch) -> None:
+        kept = event.payload.get("path")
+        if self.data_dir is None or not isinstance(kept, str):
+            return  # not kept (over the sandbox's quota): the progress line says it all
+        path = sandbox_dir(self.data_dir, event.conversation_id, event.task_id) / kept
+
+        async def send() -> None:
+            try:
+                data = await asyncio.to_thread(path.read_bytes)
+            except OSError as exc:
+                log.info("attachment %s not sent: %s", path.name, exc)
+                return
+            file = FileToShow(str(event.payload.get("name")),
+                              str(event.payload.get("mime_type")), data)
+            await _quietly(watch.channel.attach(watch.target, event.task_id, file))
+
+        task = asyncio.ensure_future(send())
+        task.set_name(f"attach:{event.task_id}")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def aclose(self) -> None:
+        """Wait (bounded) for files still being sent."""
+        if self._sending:
+            await asyncio.wait(list(self._sending), timeout=10)
 
 
 def describe(event: Event) -> str | None:

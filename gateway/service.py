@@ -132,7 +132,8 @@ class Gateway:
                             blocking=opened.blocking)
         eventlog.start()
         stack.push_async_callback(eventlog.stop)
-        progress = ProgressRelay()
+        progress = ProgressRelay(data_dir=settings.hermes_data_dir)
+        stack.push_async_callback(progress.aclose)
         for subscriber in (eventlog, progress, self.metrics):
             runtime.bus.subscribe(subscriber)
 

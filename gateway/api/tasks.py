@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import mimetypes
+import re
 import time
 import uuid
 from typing import Any
@@ -14,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.base import InboundMessage, Routed
 from agent_core import PAUSED, TERMINAL, TaskState
+from agent_core.tools.sandbox import sandbox_dir
 
+from ..openapi import ATTACHMENT_NAME
 from ..service import Gateway
 from ._http import GATEWAY, LOCAL_ID, bad, channel_of, parse
 
@@ -171,6 +175,36 @@ async def cancel_task(request: web.Request) -> web.Response:
     return web.json_response({"task_id": state.task_id, "status": "stopping"}, status=202)
 
 
+_ATTACHMENT = re.compile(ATTACHMENT_NAME)
+#: Served inline; anything else is a download the browser will not render (SVG and HTML
+#: can carry script).
+_INLINE = ("image/png", "image/jpeg", "image/gif", "image/webp", "audio/mpeg", "audio/wav",
+           "audio/ogg")
+
+
+async def task_attachment(request: web.Request) -> web.StreamResponse:
+    """A file a tool of the task made for the person (kept in its sandbox's attachments/)."""
+    gateway = request.app[GATEWAY]
+    state = await load_task(gateway, request.match_info["task_id"])
+    name = request.match_info["name"]
+    if not _ATTACHMENT.match(name) or ".." in name:
+        raise bad(400, "an attachment name is letters, digits, '_', '.' and '-'")
+    folder = sandbox_dir(gateway.settings.hermes_data_dir, state.conversation_id,
+                         state.task_id) / "attachments"
+    path = folder / name
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise bad(404, f"task {state.task_id!r} has no attachment {name!r}") from None
+    kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    inline = kind in _INLINE
+    return web.Response(body=data, headers={
+        "Content-Type": kind if inline else "application/octet-stream",
+        "Content-Disposition": f'{"inline" if inline else "attachment"}; filename="{name}"',
+        "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox",
+        "Cache-Control": "private, max-age=3600"})
+
+
 def setup(app: web.Application) -> None:
     """Register the task routes."""
     app.router.add_post("/agent/run", run_sync)
@@ -178,3 +212,4 @@ def setup(app: web.Application) -> None:
     app.router.add_get("/agent/tasks/{task_id}", get_task)
     app.router.add_get("/agent/tasks/{task_id}/events", task_events)
     app.router.add_post("/agent/tasks/{task_id}/cancel", cancel_task)
+    app.router.add_get("/agent/tasks/{task_id}/attachments/{name}", task_attachment)

@@ -14,15 +14,18 @@ from agent_core.models.replay import Reply
 from tests.integration.conftest import GatewayFactory, Harness
 from tests.integration.test_approvals import click, prompt_message
 from tests.integration.test_slack import answers, event_body, mention, send
-from tests.mcp.conftest import FILESYSTEM, TIME, node_server
+from tests.integration.test_telegram import post, update
+from tests.mcp.conftest import EVERYTHING, FILESYSTEM, TIME, node_server
 
 pytestmark = pytest.mark.usefixtures("no_children")
 
 FILES = {**node_server(FILESYSTEM, "{sandbox}"), "sandbox": True}
+EVERY = node_server(EVERYTHING, "stdio")
+IMAGE = Reply.call("every__get-tiny-image", {})
 
 
-def sandbox_files(h: Harness, name: str) -> list[Path]:
-    return list((Path(h.settings.hermes_data_dir) / "sandboxes").glob(f"*/*/{name}"))
+def sandbox_files(h: Harness, pattern: str) -> list[Path]:
+    return list((Path(h.settings.hermes_data_dir) / "sandboxes").glob(f"*/*/{pattern}"))
 
 
 async def test_an_mcp_write_asks_approval_in_slack_and_lands_in_the_sandbox(
@@ -78,3 +81,54 @@ def test_the_tools_command_lists_mcp_tools_and_servers(tmp_path: Path) -> None:
     assert "time__get_current_time" in out and "recall" in out
     assert "MCP server time (stdio): up, 2 tools" in out
     assert "MCP server gone (stdio): down" in out
+
+
+async def test_an_mcp_image_is_shared_in_the_slack_thread_before_the_answer(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, hermes_mcp_servers={"every": EVERY})
+    assert h.slack is not None
+    h.model.add(IMAGE, Reply("Here is the logo."))
+    await send(h, event_body(mention("show me the logo", message_ts="1700000000.000100")))
+    await h.wait_for(lambda: any(a["text"] == "Here is the logo." for a in answers(h)))
+    [share] = h.slack.of("files.completeUploadExternal")
+    assert share["channel_id"] == "C9" and share["thread_ts"] == "1700000000.000100"
+    [data] = h.slack.uploads.values()
+    assert data.startswith(b"\x89PNG")
+    methods = [m for m, _ in h.slack.calls]
+    last_answer = max(i for i, (m, p) in enumerate(h.slack.calls)
+                      if m in ("chat.update", "chat.postMessage")
+                      and p.get("text") == "Here is the logo.")
+    assert methods.index("files.completeUploadExternal") < last_answer
+
+
+async def test_an_mcp_image_is_a_telegram_photo(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(telegram=True, hermes_mcp_servers={"every": EVERY})
+    assert h.telegram is not None
+    h.model.add(IMAGE, Reply("Here is the logo."))
+    assert (await post(h, update("show me the logo"))).status == 200
+    await h.wait_for(lambda: any(m.get("text") == "Here is the logo."
+                                 for m in h.telegram.of("sendMessage")))
+    [photo] = h.telegram.of("sendPhoto")
+    assert photo["chat_id"] == 42
+    assert photo["photo"]["bytes"].startswith(b"\x89PNG")
+
+
+async def test_the_web_chat_reads_an_attachment_through_the_api(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(hermes_mcp_servers={"every": EVERY})
+    h.model.add(IMAGE, Reply("Here is the logo."))
+    response = await h.client.post("/agent/run", json={"text": "logo",
+                                                       "conversation_id": "web-1"})
+    task = await response.json()
+    assert task["text"] == "Here is the logo."
+    [kept] = sandbox_files(h, "attachments/*.png")
+    url = f"/agent/tasks/{task['task_id']}/attachments/{kept.name}"
+    image = await h.client.get(url)
+    assert image.status == 200 and image.content_type == "image/png"
+    assert await image.read() == kept.read_bytes()
+    assert image.headers["X-Content-Type-Options"] == "nosniff"
+    for bad, status in [("..%2Fetc", 400), ("missing.png", 404), (".hidden", 400)]:
+        answer = await h.client.get(f"/agent/tasks/{task['task_id']}/attachments/{bad}")
+        assert answer.status == status, bad
+        assert "error" in await answer.json()
+    assert (await h.client.get(f"/agent/tasks/nope/attachments/{kept.name}")).status == 404

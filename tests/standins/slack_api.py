@@ -29,6 +29,9 @@ class SlackAPI:
         self.root = ""
         self.sockets: list[web.WebSocketResponse] = []
         self.socket_acks: list[str] = []
+        #: Files uploaded to the URLs files.getUploadURLExternal handed out: {file_id: bytes}.
+        self.uploads: dict[str, bytes] = {}
+        self._file_ids = itertools.count(1)
 
     def fail(self, method: str, status: int, times: int = 1,
              headers: dict[str, str] | None = None) -> None:
@@ -43,6 +46,7 @@ class SlackAPI:
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/socket", self._socket)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -78,6 +82,10 @@ class SlackAPI:
                     self.socket_acks.append(ack["envelope_id"])
         return ws
 
+    async def _upload(self, request: web.Request) -> web.Response:
+        self.uploads[request.match_info["file_id"]] = await request.read()
+        return web.Response(text=f"OK - {len(self.uploads[request.match_info['file_id']])}")
+
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         raw = await request.text()
@@ -110,6 +118,18 @@ class SlackAPI:
             params["ts"] = ts  # recorded with the call, as Slack returns it
             return web.json_response({"ok": True, "channel": params.get("channel"), "ts": ts,
                                       "message": {"text": params.get("text", "")}})
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._file_ids):04d}"
+            return web.json_response({"ok": True, "file_id": file_id,
+                                      "upload_url": f"http://{self.root}/upload/{file_id}"})
+        if method == "files.completeUploadExternal":
+            files = params["files"]
+            files = json.loads(files) if isinstance(files, str) else files
+            missing = [f["id"] for f in files if f["id"] not in self.uploads]
+            if missing:
+                return web.json_response({"ok": False, "error": "file_not_uploaded"})
+            return web.json_response({"ok": True, "files": [
+                {"id": f["id"], "title": f.get("title")} for f in files]})
         if method == "conversations.open":
             return web.json_response({"ok": True, "channel": {"id": f"D{params['users']}"}})
         return web.json_response({"ok": True})

@@ -68,6 +68,10 @@ class TelegramAPI:
         else:
             form = await request.post()
             for key, value in form.items():
+                if isinstance(value, web.FileField):
+                    data = value.file.read()
+                    params[key] = {"filename": value.filename, "bytes": data}
+                    continue
                 text = value if isinstance(value, str) else str(value)
                 try:
                     params[key] = json.loads(text)
@@ -91,6 +95,9 @@ class TelegramAPI:
             return {"id": BOT_ID, "is_bot": True, "first_name": "Hermes",
                     "username": BOT_USERNAME, "can_join_groups": True,
                     "can_read_all_group_messages": False, "supports_inline_queries": False}
+        if method in ("sendPhoto", "sendDocument", "sendAudio"):
+            return {"message_id": next(self._message_ids), "date": int(time.time()),
+                    "chat": {"id": params.get("chat_id"), "type": "private"}}
         if method in ("sendMessage", "editMessageText"):
             return {"message_id": next(self._message_ids), "date": int(time.time()),
                     "chat": {"id": params.get("chat_id"), "type": "private"},
