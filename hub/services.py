@@ -38,8 +38,18 @@ def hub_services(bus: Bus, settings: HubSettings) -> list[Service]:
 
 async def start_services(bus: Bus, settings: HubSettings,
                          stack: contextlib.AsyncExitStack) -> list[Service]:
-    """Start every service; ``stack`` stops them (in reverse order)."""
+    """Start every service; ``stack`` stops them (in reverse order). MCP servers whose tools
+    HUB_TOOLS names (``<server>__<tool>``) are connected for the tool service."""
     services = hub_services(bus, settings)
+    tools = next(s for s in services if isinstance(s, ToolService))
+    wanted = {name: config for name, config in settings.hermes_mcp_servers.items()
+              if any(t.startswith(f"{name}__") for t in settings.hub_tools)}
+    if wanted:
+        from agent_core.mcp import McpServers
+
+        mcp = McpServers(wanted, tools.registry, data_dir=settings.hermes_data_dir / "hub")
+        await mcp.start()
+        stack.push_async_callback(mcp.aclose)
     for service in services:
         await service.start()
         stack.push_async_callback(service.stop)

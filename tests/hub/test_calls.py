@@ -181,3 +181,24 @@ async def test_two_copies_of_the_hub_run_each_call_once(hub: HubFactory,
             request.parameters["amount"] * 2
     ran = [c for c in hubtools.CALLS if c[0] in {f"hub:{r.caller_id}" for r in calls}]
     assert sorted(amount for _, amount in ran) == list(range(10))
+
+
+async def test_an_allowlisted_mcp_tool_runs_for_agents(make_bus: BusFactory) -> None:
+    import sys
+    from pathlib import Path
+
+    from hub.services import start_services
+
+    time_server = {"command": str(Path(sys.executable).parent / "mcp-server-time")}
+    async with contextlib.AsyncExitStack() as stack:
+        bus = await make_bus(hermes_tools=["tests.hub.hubtools"],
+                             hub_tools=["time__get_current_time"],
+                             hermes_mcp_servers={"time": time_server})
+        await start_services(bus, bus.settings, stack)
+        client = await make_bus()
+        answer = await call_tool(client, call("time__get_current_time", timezone="UTC"))
+        assert answer.status == "success", answer
+        assert answer.result["output"]["timezone"] == "UTC"
+        refused = await call_tool(client, call("time__convert_time", source_timezone="UTC",
+                                               time="12:00", target_timezone="UTC"))
+        assert refused.status == "failed" and refused.error_code == "TOOL_NOT_ALLOWED"
