@@ -90,6 +90,10 @@ class McpSession:
         self._closing = True
         self._wake.set()
         if self._task is not None:
+            # A connection still being made ends within its connect timeout; do not wait
+            # that long to stop.
+            await asyncio.wait([self._task], timeout=5)
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.state = "closed"
@@ -151,10 +155,22 @@ class McpSession:
     # --- the supervisor ------------------------------------------------------------------
     async def _supervise(self) -> None:
         delay = 1.0
+        me = asyncio.current_task()
         while not self._closing:
+            # Each connection runs in a task of its own: the SDK's cancel scopes, torn down
+            # after a broken HTTP stream, can cancel the task they run in (seen here), and
+            # the supervisor must outlive that.
+            attempt = asyncio.create_task(self._connected(), name=f"mcp-connection:{self.name}")
             try:
-                await self._connected()
+                await attempt
                 delay = 1.0
+            except asyncio.CancelledError:
+                if me is not None and me.cancelling():
+                    attempt.cancel()  # and let it close the connection (bounded)
+                    await asyncio.wait([attempt], timeout=5)
+                    raise
+                self._down(ConnectionError(self.error if self.state == "down" and self.error
+                                           else "the connection was torn down"))
             except Exception as exc:  # the server's failure is reported, never raised
                 self._down(exc)
             self._first.set()

@@ -5,6 +5,7 @@ list_changed, timeouts, a crash mid-call and an outage at start."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import time
@@ -298,3 +299,69 @@ async def test_tools_added_and_removed_while_running_follow_list_changed(
     assert (await executor.execute("changing__remove_late", {}, caller(tmp_path))).ok
     await until(lambda: "changing__late" not in executor.registry)
     assert servers.status()["changing"]["tools"] == 2
+
+
+def test_servers_come_from_the_yaml_settings_file(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_core.settings import Settings
+
+    config = tmp_path / "hermes.yaml"
+    config.write_text("mcp_servers:\n  time:\n    command: mcp-server-time\n"
+                      "    include: [get_*]\n  crm:\n    url: https://crm.example.test/mcp\n"
+                      "    headers: {Authorization: Bearer yaml-secret-777}\n")
+    monkeypatch.setenv("HERMES_CONFIG", str(config))
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    servers = settings.hermes_mcp_servers
+    assert servers["time"].command == "mcp-server-time" and servers["time"].include == ["get_*"]
+    assert servers["crm"].transport == "http"
+    assert "Bearer yaml-secret-777" in settings.secret_values()
+
+
+async def test_a_server_that_never_answers_the_handshake_is_down_not_waited_for(
+        mcp: Servers) -> None:
+    import sys
+
+    started = time.monotonic()
+    servers, _executor = await mcp(mute={
+        "command": sys.executable, "args": ["-c", "import time; time.sleep(120)"],
+        "connect_timeout": 1, "max_backoff": 60})
+    assert time.monotonic() - started < 15
+    status = servers.status()["mute"]
+    assert status["state"] == "down" and "did not answer in time" in status["error"]
+
+
+async def test_a_server_that_hangs_while_running_is_restarted(mcp: Servers,
+                                                              tmp_path: Path) -> None:
+    servers, executor = await mcp(every=everything("stdio", ping_interval=0.5,
+                                                   connect_timeout=2, max_backoff=1))
+    [pid] = children("server-everything")
+    os.kill(pid, signal.SIGSTOP)  # alive, silent: only the liveness listing notices
+    try:
+        await until(lambda: servers.status()["every"]["state"] == "down")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # already ended by the restart
+            os.kill(pid, signal.SIGCONT)
+    await until(lambda: servers.status()["every"]["state"] == "up"
+                and pid not in children("server-everything"))
+    assert (await executor.execute("every__get-sum", {"a": 2, "b": 2}, caller(tmp_path))).ok
+
+
+async def test_an_http_server_killed_mid_call_is_unavailable_then_back(
+        mcp: Servers, tmp_path: Path, http_everything: HttpEverything) -> None:
+    import asyncio
+
+    servers, executor = await mcp(every=everything("http", http_everything, max_backoff=1,
+                                                   ping_interval=1, connect_timeout=3))
+    call = asyncio.create_task(executor.execute("every__trigger-long-running-operation",
+                                                {"duration": 20, "steps": 20},
+                                                caller(tmp_path)))
+    await until(lambda: servers.sessions["every"].in_flight == 1)
+    http_everything.stop()
+    result = await call
+    assert not result.ok and result.error is not None
+    await until(lambda: servers.status()["every"]["state"] == "down")
+    http_everything.start()
+    await http_everything.ready()
+    await until(lambda: servers.status()["every"]["state"] == "up")
+    back = await executor.execute("every__get-sum", {"a": 1, "b": 2}, caller(tmp_path))
+    assert back.ok and "3" in back.output
