@@ -333,7 +333,7 @@ async def test_a_server_that_never_answers_the_handshake_is_down_not_waited_for(
 async def test_a_server_that_hangs_while_running_is_restarted(mcp: Servers,
                                                               tmp_path: Path) -> None:
     servers, executor = await mcp(every=everything("stdio", ping_interval=0.5,
-                                                   connect_timeout=2, max_backoff=1))
+                                                   connect_timeout=5, max_backoff=1))
     [pid] = children("server-everything")
     os.kill(pid, signal.SIGSTOP)  # alive, silent: only the liveness listing notices
     try:
@@ -351,7 +351,7 @@ async def test_an_http_server_killed_mid_call_is_unavailable_then_back(
     import asyncio
 
     servers, executor = await mcp(every=everything("http", http_everything, max_backoff=1,
-                                                   ping_interval=1, connect_timeout=3))
+                                                   ping_interval=1, connect_timeout=8))
     call = asyncio.create_task(executor.execute("every__trigger-long-running-operation",
                                                 {"duration": 20, "steps": 20},
                                                 caller(tmp_path)))
