@@ -87,7 +87,9 @@ def build_executor(settings: Settings, registry: ToolRegistry, *,
     board = BreakerBoard(failures=settings.tool_breaker_failures,
                          window=settings.tool_breaker_window,
                          cooldown=settings.tool_breaker_cooldown)
-    rules = ApprovalRules(writes_need_approval=settings.hermes_writes_need_approval)
+    rules = ApprovalRules(writes_need_approval=settings.hermes_writes_need_approval,
+                          skip_roles=frozenset(settings.hermes_approval_skip_roles),
+                          skip_tools=frozenset(settings.hermes_approval_skip_tools))
     return ToolExecutor(registry, board=board, timeout=settings.tool_timeout, rules=rules,
                         audit=audit)
 

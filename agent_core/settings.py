@@ -121,6 +121,10 @@ class Settings(BaseSettings):
     tool_breaker_window: float = Field(60.0, gt=0)
     tool_breaker_cooldown: float = Field(30.0, gt=0)
     hermes_writes_need_approval: bool = True
+    hermes_approval_skip_roles: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="roles whose writes run without approval")
+    hermes_approval_skip_tools: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="write tools that run without approval")
     hermes_mcp_servers: dict[str, McpServerConfig] = Field(
         default_factory=dict,
         description="MCP servers whose tools are added: {name: {command|url, ...}} (docs/mcp.md)")
@@ -163,7 +167,8 @@ class Settings(BaseSettings):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
 
-    @field_validator("hermes_tools", "hermes_fetch_allow_hosts", mode="before")
+    @field_validator("hermes_tools", "hermes_fetch_allow_hosts", "hermes_approval_skip_roles",
+                     "hermes_approval_skip_tools", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return comma_list(value)

@@ -26,7 +26,7 @@ from agent_core.settings import ModelSpec, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
 from agent_core.store.keys import check_conversation_id
-from agent_core.task import new_id
+from agent_core.task import Approval, PendingApproval, new_id
 from agent_core.tools.sandbox import sandbox_dir
 
 from .hubcmd import add_commands as add_hub_commands
@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-store", action="store_true",
                      help="keep memory in this process only (no Redis, nothing persisted)")
     run.add_argument("-v", "--verbose", action="store_true")
+    run.add_argument("--approve", action="store_true",
+                     help="approve every write this task asks for (else: asked at the "
+                          "terminal)")
     run.set_defaults(handler=_cmd_run)
 
     tools = sub.add_parser("tools", help="list the enabled tools with their schemas")
@@ -182,11 +185,12 @@ def _cmd_run(args: argparse.Namespace, settings: GatewaySettings) -> int:
     check_conversation_id(args.conversation)
     return asyncio.run(_run_task(settings, args.task, args.conversation, json_out=args.json,
                                  verbose=args.verbose or settings.agent_default_verbose,
-                                 persistent=not args.no_store))
+                                 persistent=not args.no_store, approve_all=args.approve))
 
 
 async def _run_task(settings: Settings, text: str, conversation: str, *, json_out: bool,
-                    verbose: bool, persistent: bool, model: Any = None) -> int:
+                    verbose: bool, persistent: bool, model: Any = None,
+                    approve_all: bool = False) -> int:
     opened = await open_store(settings) if persistent else None
     store = opened.store if opened else MemoryConversationStore()
     runtime = build_runtime(settings, store=store, model=model)
@@ -202,11 +206,31 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
             task_id=task_id, trace_id=task_id, data_dir=settings.hermes_data_dir,
             workdir=sandbox_dir(settings.hermes_data_dir, f"cli:{conversation}", task_id),
             extra=settings.tool_extra()))
+        while result.outcome == "awaiting_approval" and result.approval is not None:
+            decision = await _decide(result.approval, approve_all=approve_all)
+            if decision is None:
+                break
+            result = await runtime.loop.resume(task_id, approval=Approval(
+                approved=decision, by="cli:operator"))
     finally:
         await runtime.aclose()
         if opened is not None and opened.embedded is not None:
             await opened.embedded.stop()
     return 0 if result.outcome in ("answered", "asked_user") else 1
+
+
+async def _decide(pending: PendingApproval, *, approve_all: bool) -> bool | None:
+    """The operator's decision on a paused call: --approve, or asked at the terminal; None
+    (and why) when nobody can be asked."""
+    if approve_all:
+        return True
+    what = f"{pending.tool_name} {json.dumps(pending.arguments, ensure_ascii=False)}"
+    if not sys.stdin.isatty():
+        print(f"The task waits for an approval of {what} ({pending.reason}). Run it again "
+              "with --approve, or at a terminal to be asked.", file=sys.stderr)
+        return None
+    answer = await asyncio.to_thread(input, f"Approve {what}? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _cmd_tools(args: argparse.Namespace, settings: GatewaySettings) -> int:
@@ -266,8 +290,10 @@ async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
             "llm_max_retries": 0, "llm_native_tools": True})
         model = build_adapter(ModelSpec(provider="openai", model_name="recorded",
                                         base_url=server.openai_url), demo_settings)
+        # A recorded session: its write was approved when it was recorded.
         code = await _run_task(demo_settings, session["task"], "demo", json_out=json_out,
-                               verbose=verbose, persistent=False, model=model)
+                               verbose=verbose, persistent=False, model=model,
+                               approve_all=True)
     finally:
         await server.stop()
     console.print(f"\nThe report was appended under {settings.hermes_data_dir / 'reports'}. "

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from agent_core.store.keys import CONVERSATION_ID
 from agent_core.task import ALL_STATUSES
+
+#: The longest interval of a schedule, in seconds (gateway/scheduler.py): ten years.
+MAX_EVERY = 10 * 366 * 86400
+
+#: The bounds the audit log's query parameters are held to (gateway/api/audit.py): Unix
+#: seconds in the year 5000 (later than anything logged, small enough for a stream id).
+MAX_UNIX_SECONDS = 95_617_584_000
+MAX_AUDIT_LIMIT = 1000
 
 _TASK = {
     "type": "object",
@@ -30,30 +39,53 @@ _RUN = {
     "type": "object", "additionalProperties": False, "required": ["text"],
     "properties": {
         "text": {"type": "string", "minLength": 1, "maxLength": 20000},
-        "conversation_id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$",
+        "conversation_id": {"type": ["string", "null"],
+                            "pattern": "^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$",
                             "description": "your id for the conversation; memory is kept per id"},
-        "user_id": {"type": "string", "maxLength": 200},
+        "user_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
     },
 }
+
+
+def _trigger(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """One kind of schedule trigger: its own field, the others absent or null."""
+    others = {k: {"type": "null"} for k in ("cron", "every", "at") if k != kind}
+    return {"type": "object", "additionalProperties": False, "required": [kind],
+            "properties": {kind: schema, **others,
+                           "timezone": {"type": ["string", "null"]}}}
 
 
 _JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _JOB = {
     "type": "object", "required": ["prompt", "trigger", "target"],
     "properties": {
-        "id": {"type": "string"}, "name": {"type": "string"}, "prompt": {"type": "string"},
-        "trigger": {"type": "object", "description": "one of cron, every (seconds), at",
-                    "properties": {"cron": {"type": "string"}, "every": {"type": "number"},
-                                   "at": {"type": "string", "format": "date-time"},
-                                   "timezone": {"type": "string"}}},
-        "target": {"type": "object", "properties": {
-            "channel": {"enum": ["slack", "telegram", "webhook", "api", "webchat"]},
-            "address": {"type": "object"}}},
-        "run_as": {"type": "string"}, "owner": {"type": "string"},
+        "id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
+        "name": {"type": "string", "maxLength": 200},
+        "prompt": {"type": "string", "minLength": 1, "maxLength": 20000},
+        "trigger": {"description": "exactly one of cron (a valid crontab), every (seconds) "
+                                   "or at, and optionally timezone (an IANA zone)",
+                    "oneOf": [_trigger("cron", {"type": "string"}),
+                              _trigger("every", {"type": "number", "exclusiveMinimum": 0,
+                                                 "maximum": MAX_EVERY}),
+                              _trigger("at", {"type": "string", "format": "date-time"})]},
+        "target": {"type": "object", "additionalProperties": False, "required": ["channel"],
+                   "properties": {
+                       "channel": {"enum": ["slack", "telegram", "webhook", "api", "webchat"]},
+                       "address": {"type": "object"}}},
+        "run_as": {"type": "string", "minLength": 3, "maxLength": 200},
+        "owner": {"type": "string"},
         "preapproved_tools": {"type": "array", "items": {"type": "string"}},
-        "paused": {"type": "boolean"}, "misfire_grace": {"type": "number"},
+        "paused": {"type": "boolean"},
+        "misfire_grace": {"type": ["number", "null"], "minimum": 0},
+        "created_at": {"type": "number"}, "next_run_at": {"type": ["number", "null"]},
+        "last_run": {"type": ["object", "null"]},
     },
 }
+#: What a client sends: the same fields, no others; the computed ones are ignored.
+_COMPUTED = {"description": "computed by the gateway; ignored when sent"}
+_JOB_IN = {**_JOB, "additionalProperties": False, "properties": {
+    **cast(dict[str, Any], _JOB["properties"]),
+    **dict.fromkeys(("created_at", "next_run_at", "last_run"), _COMPUTED)}}
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -72,7 +104,7 @@ def spec() -> dict[str, Any]:
     """The document."""
     task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}
     cid = {"name": "conversation_id", "in": "path", "required": True,
-           "schema": {"type": "string"}}
+           "schema": {"type": "string", "pattern": CONVERSATION_ID.pattern}}
     run_body = {"required": True, "content": {"application/json": {"schema": _RUN}}}
     return {
         "openapi": "3.1.0",
@@ -140,22 +172,27 @@ def spec() -> dict[str, Any]:
                                             "note": {"type": "string", "maxLength": 500},
                                             "arguments": {"type": "object", "description":
                                                           "edit-before-approve"},
-                                            "user_id": {"type": "string"}}}}}},
+                                            "user_id": {"type": "string",
+                                                        "minLength": 1}}}}}},
                          "responses": {"200": _json({"type": "object"}, "decided"),
-                                       **_errors(400, 401, 403, 404, 409)}}},
+                                       **_errors(400, 401, 403, 404, 409, 415)}}},
             "/agent/audit": {"get": {
                 "summary": "The audit log, newest first (admins)",
-                "parameters": [{"name": n, "in": "query", "required": False,
-                                "schema": {"type": t}} for n, t in (
-                    ("conversation_id", "string"), ("user", "string"), ("tool", "string"),
-                    ("since", "number"), ("until", "number"), ("limit", "integer"))],
+                "parameters": [{"name": n, "in": "query", "required": False, "schema": t}
+                               for n, t in (
+                    ("conversation_id", {"type": "string"}), ("user", {"type": "string"}),
+                    ("tool", {"type": "string"}),
+                    ("since", {"type": "number", "minimum": 0, "maximum": MAX_UNIX_SECONDS}),
+                    ("until", {"type": "number", "minimum": 0, "maximum": MAX_UNIX_SECONDS}),
+                    ("limit", {"type": "integer", "minimum": 1,
+                               "maximum": MAX_AUDIT_LIMIT}))],
                 "responses": {"200": _json({"type": "object"}, "entries"),
                               **_errors(400, 401, 403)}}},
             "/agent/schedules": {
                 "get": {"summary": "Scheduled jobs", "responses": {
                     "200": _json({"type": "object"}, "jobs"), **_errors(401, 403)}},
                 "post": {"summary": "Create a scheduled job", "requestBody": {
-                    "required": True, "content": {"application/json": {"schema": _JOB}}},
+                    "required": True, "content": {"application/json": {"schema": _JOB_IN}}},
                     "responses": {"201": _json(_JOB, "created"),
                                   **_errors(400, 401, 403, 409, 415)}}},
             "/agent/schedules/{job_id}": {
@@ -163,7 +200,7 @@ def spec() -> dict[str, Any]:
                         "responses": {"200": _json(_JOB, "the job"), **_errors(401, 404)}},
                 "put": {"summary": "Create or replace a job", "parameters": [_JOB_ID],
                         "requestBody": {"required": True, "content": {
-                            "application/json": {"schema": _JOB}}},
+                            "application/json": {"schema": _JOB_IN}}},
                         "responses": {"200": _json(_JOB, "saved"),
                                       **_errors(400, 401, 403, 415)}},
                 "delete": {"summary": "Remove a job", "parameters": [_JOB_ID],

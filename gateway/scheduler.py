@@ -38,6 +38,7 @@ from redis.asyncio import Redis
 from adapters.base import InboundMessage
 from agent_core.store import Keys, as_text, store_boundary
 
+from .openapi import MAX_EVERY
 from .queue import WorkItem, WorkQueue
 from .settings import GatewaySettings
 
@@ -67,7 +68,11 @@ class Trigger(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cron: str | None = Field(None, description='crontab, e.g. "0 9 * * MON"')
-    every: float | None = Field(None, gt=0, description="seconds between runs")
+    # strict: a JSON true is not a number of seconds (lax mode read it as 1.0).
+    # At most ten years: a huge interval overflowed the scheduler's date arithmetic (a 500
+    # schemathesis found).
+    every: float | None = Field(None, gt=0, le=MAX_EVERY, strict=True,
+                                description="seconds between runs")
     at: dt.datetime | None = Field(None, description="a one-off run (ISO 8601)")
     timezone: str | None = None
 
@@ -81,6 +86,14 @@ class Trigger(BaseModel):
             except ValueError as exc:
                 raise ValueError(f"cron {self.cron!r}: {exc}") from None
         return self
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _iso(cls, value: Any) -> Any:
+        # Lax mode read a number as seconds since 1970: the documented form is ISO 8601.
+        if value is not None and not isinstance(value, str | dt.datetime):
+            raise ValueError("at must be an ISO 8601 date-time, e.g. 2026-12-24T09:00:00Z")
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -133,8 +146,8 @@ class Job(BaseModel):
     #: Who gets failure notices (defaults to run_as).
     owner: str = ""
     preapproved_tools: list[str] = Field(default_factory=list)
-    paused: bool = False
-    misfire_grace: float | None = Field(None, ge=0)
+    paused: bool = Field(False, strict=True)
+    misfire_grace: float | None = Field(None, ge=0, strict=True)
     created_at: float = Field(default_factory=time.time)
     next_run_at: float | None = None
     last_run: dict[str, Any] | None = None

@@ -24,7 +24,7 @@ from agent_core.store import (
     connect,
 )
 from agent_core.store.embedded import EmbeddedValkey
-from agent_core.tools import BreakerBoard
+from agent_core.tools import ApprovalRules, BreakerBoard
 
 
 @pytest.fixture(autouse=True)
@@ -189,9 +189,10 @@ def make_loop(make_model: ModelFactory) -> Callable[..., tuple[TaskLoop, Recorde
     def factory(tools: list[Any], *, provider: str = "openai", store: ConversationStore | None
                 = None, model: ModelAdapter | None = None, native_tools: bool = True,
                 board: BreakerBoard | None = None, tool_timeout: float = 5.0,
-                **config: Any) -> tuple[TaskLoop, Recorder]:
+                rules: ApprovalRules | None = None, **config: Any) -> tuple[TaskLoop, Recorder]:
         bus = EventBus()
-        executor = ToolExecutor(ToolRegistry(tools), board=board, timeout=tool_timeout)
+        executor = ToolExecutor(ToolRegistry(tools), board=board, timeout=tool_timeout,
+                                rules=rules)
         loop = TaskLoop(
             model=model or make_model(provider, native_tools=native_tools),
             executor=executor, store=store or MemoryConversationStore(), bus=bus,

@@ -1,9 +1,10 @@
 """Approval and audit policies of the executor chain.
 
 ``ApprovalGate`` decides which calls pause for a human: tools marked requires_confirmation,
-tools tagged as touching money or personal data (always), and write tools called by a
-non-admin (configurable). In an unattended run (a scheduled job) nobody can be asked, so
-such a call is refused unless the job pre-approved that tool.
+tools tagged as touching money or personal data (always), and every write tool, whoever
+calls it, admins included (an admin approves their own with one click), unless the
+deployment says otherwise for a role or a tool. In an unattended run (a scheduled job)
+nobody can be asked, so such a call is refused unless the job pre-approved that tool.
 
 ``AuditTrail`` records every write-tool execution (and every tagged one) to an AuditSink.
 """
@@ -29,7 +30,10 @@ class ApprovalRules:
     """When a tool call needs a human's approval."""
 
     writes_need_approval: bool = True
-    admin_role: str = "admin"
+    #: Roles whose writes run without asking (HERMES_APPROVAL_SKIP_ROLES; none by default).
+    skip_roles: frozenset[str] = frozenset()
+    #: Write tools that run without asking (HERMES_APPROVAL_SKIP_TOOLS; none by default).
+    skip_tools: frozenset[str] = frozenset()
     always_ask_tags: frozenset[str] = field(default=ALWAYS_ASK_TAGS)
 
 
@@ -47,9 +51,10 @@ class ApprovalGate:
             return f"it touches {' and '.join(sorted(t.replace('_', ' ') for t in tagged))}"
         if tool.requires_confirmation:
             return "this tool always asks for confirmation"
-        if tool.side_effect == "write" and self.rules.writes_need_approval \
-                and ctx.role != self.rules.admin_role:
-            return "write actions by non-admins need approval"
+        rules = self.rules
+        if tool.side_effect == "write" and rules.writes_need_approval \
+                and ctx.role not in rules.skip_roles and tool.name not in rules.skip_tools:
+            return "write actions need approval"
         return None
 
     async def __call__(self, inv: Invocation, call_next: Next) -> ToolResult:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from ..openapi import MAX_AUDIT_LIMIT, MAX_UNIX_SECONDS
 from ._http import GATEWAY, bad, identity_of, number
-
-#: Unix seconds in the year 5000: later than anything logged, small enough for a stream id.
-MAX_UNIX_SECONDS = 95_617_584_000
 
 
 async def audit_log(request: web.Request) -> web.Response:
@@ -19,7 +17,7 @@ async def audit_log(request: web.Request) -> web.Response:
     q = request.query
     since = number(request, "since", low=0, high=MAX_UNIX_SECONDS)
     until = number(request, "until", low=0, high=MAX_UNIX_SECONDS)
-    limit = number(request, "limit", low=1, high=1000, default=100, integer=True)
+    limit = number(request, "limit", low=1, high=MAX_AUDIT_LIMIT, default=100, integer=True)
     assert limit is not None
     entries = await gateway.parts.audit.query(
         conversation_id=q.get("conversation_id"), user=q.get("user"), tool=q.get("tool"),

@@ -26,8 +26,8 @@ async def _job_body(request: web.Request, job_id: str | None = None) -> Job:
         data = json.loads(raw or b"null")
         if not isinstance(data, dict):
             raise ValueError("the body must be a JSON object")
-        if job_id is not None:
-            data["id"] = job_id
+        if job_id is not None and data.setdefault("id", job_id) != job_id:
+            raise ValueError(f"the body's id {data['id']!r} is not the path's {job_id!r}")
         data.setdefault("run_as", identity_of(request))
         for computed in ("created_at", "next_run_at", "last_run"):
             data.pop(computed, None)

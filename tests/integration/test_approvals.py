@@ -463,3 +463,31 @@ async def test_bad_approval_bodies_are_refused(make_gateway: GatewayFactory,
     h = await make_gateway()
     response = await h.client.post("/agent/approvals/abc", json=payload)
     assert response.status == 400
+
+
+async def test_an_admins_write_asks_too_and_one_click_approves_it(
+        make_gateway: GatewayFactory) -> None:
+    """API and web chat callers are admins by default, and their writes ask like anyone's:
+    the requester approves their own with one decision."""
+    h = await make_gateway()
+    h.model.add(SAVE, Reply("Saved the Q3 report."))
+    paused = await (await h.client.post("/agent/run", json={"text": "save the Q3 report"})
+                    ).json()
+    assert paused["status"] == "awaiting_approval", "admins are asked too"
+    assert paused["approval"]["reason"] == "write actions need approval"
+    assert report(h) == ""
+    decided = await h.client.post(f"/agent/approvals/{paused['approval']['id']}",
+                                  json={"approved": True})
+    assert decided.status == 200
+    done = await h.wait_task(paused["task_id"], "answered")
+    assert done["text"] == "Saved the Q3 report." and "Q3 revenue: 1.2M" in report(h)
+
+
+@pytest.mark.parametrize("skip", [{"hermes_approval_skip_roles": ["admin"]},
+                                  {"hermes_approval_skip_tools": ["save_daily_report"]}])
+async def test_skipping_approval_is_an_explicit_setting(make_gateway: GatewayFactory,
+                                                        skip: dict[str, Any]) -> None:
+    h = await make_gateway(**skip)
+    h.model.add(SAVE, Reply("Saved."))
+    body = await (await h.client.post("/agent/run", json={"text": "save"})).json()
+    assert body["status"] == "answered" and "Q3 revenue" in report(h)

@@ -12,6 +12,7 @@ import pytest
 from agent_core import Approval, Event, TaskControl, TaskRequest, ToolError, tool
 from agent_core.models.replay import Failure, ReplayModelServer, Reply
 from agent_core.store import MemoryConversationStore
+from agent_core.tools import ApprovalRules
 from tools.sales import calc_growth_rate, query_sales_data, save_daily_report
 
 
@@ -79,9 +80,11 @@ async def test_sales_demo_end_to_end(provider: str, stream: bool, make_loop: Any
                    prompt_tokens=1500, completion_tokens=40),
         Reply("Sales grew 16.89% this week.", prompt_tokens=1600, completion_tokens=20),
     )
+    # The operator running the demo: an admin, whose writes the deployment lets run without
+    # asking (HERMES_APPROVAL_SKIP_ROLES=admin; by default they ask too).
     loop, rec = make_loop([query_sales_data, calc_growth_rate, save_daily_report],
-                          provider=provider, stream=stream)
-    # The operator running the demo: an admin, whose writes need no approval.
+                          provider=provider, stream=stream,
+                          rules=ApprovalRules(skip_roles=frozenset({"admin"})))
     result = await loop.run(request("Compare this week's sales with last week's",
                                     role="admin", permissions=frozenset({"*"}),
                                     data_dir=data_dir))

@@ -367,8 +367,9 @@ async def test_duplicate_ids_conflict_and_pause_resume_work(make_gateway: Gatewa
 
 async def test_sales_scenario_live_run(make_gateway: GatewayFactory) -> None:
     """The design's scenario through the gateway with a model: query both weeks, compute the
-    growth, write the report (an admin, so no approval), answer with the conclusion."""
-    h = await make_gateway()
+    growth, write the report (an admin, whose writes this deployment lets run without
+    asking), answer with the conclusion."""
+    h = await make_gateway(hermes_approval_skip_roles=["admin"])
     h.model.add(
         Reply(tool_calls=[
             {"name": "query_sales_data", "arguments": {"start_date": "2026-11-23",

@@ -10,6 +10,7 @@ from typing import Any
 
 from agent_core import TaskRequest
 from agent_core.models.replay import ReplayModelServer, Reply
+from agent_core.tools import ApprovalRules
 from tools.sales import save_daily_report
 
 
@@ -24,7 +25,8 @@ async def test_twenty_concurrent_tasks_append_to_one_report(
         return Reply.call("save_daily_report", {"content": lines})
 
     model_server.responder = respond
-    loop, _ = make_loop([save_daily_report])
+    # Admins' writes run at once here (an explicit setting): the lock is under test.
+    loop, _ = make_loop([save_daily_report], rules=ApprovalRules(skip_roles=frozenset({"admin"})))
     results = await asyncio.gather(*(
         loop.run(TaskRequest(text=f"task-{n}", conversation_id=f"r:{n}",
                              role="admin", permissions=frozenset({"*"}), data_dir=data_dir))

@@ -121,7 +121,7 @@ def test_a_cli_task_has_a_sandbox_of_its_own(capsys: pytest.CaptureFixture[str],
     with scripted_model(monkeypatch, tmp_path, [
             Reply.call("write_file", {"path": "notes.txt", "content": "hello"}),
             Reply.call("read_file", {"path": "notes.txt"}), Reply("Done.")]):
-        assert main(["run", "--task", "write and read a note", "--json"]) == 0
+        assert main(["run", "--task", "write and read a note", "--json", "--approve"]) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert not [e for e in events if e["type"] == "TOOL_ERROR"], "no 'no sandbox' refusal"
     [read] = [e for e in events if e["type"] == "TOOL_FINISHED"
@@ -129,3 +129,27 @@ def test_a_cli_task_has_a_sandbox_of_its_own(capsys: pytest.CaptureFixture[str],
     assert "hello" in read["payload"]["output"]
     [written] = list((tmp_path / "sandboxes").glob("cli_*/*/notes.txt"))
     assert written.read_text() == "hello"
+
+
+def test_a_cli_write_waits_for_the_operator(capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    """Writes ask for approval at the terminal too: without one (and without --approve) the
+    task stops there and says how to go on; at one, "n" rejects the call."""
+    from agent_core.models.replay import Reply
+
+    write = Reply.call("write_file", {"path": "notes.txt", "content": "hello"})
+    with scripted_model(monkeypatch, tmp_path, [write]):
+        assert main(["run", "--task", "write a note", "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "waits for an approval of write_file" in err and "--approve" in err
+    assert not list((tmp_path / "sandboxes").glob("cli_*/*/notes.txt"))
+
+    asked: list[str] = []
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "n")
+    with scripted_model(monkeypatch, tmp_path, [write, Reply("I did not save it.")]) as server:
+        assert main(["run", "--task", "write a note", "--json"]) == 0
+    assert asked == ['Approve write_file {"path": "notes.txt", "content": "hello"}? [y/N] ']
+    assert "rejected" in json.dumps(server.requests[-1][1]["messages"][-1])
+    assert not list((tmp_path / "sandboxes").glob("cli_*/*/notes.txt"))

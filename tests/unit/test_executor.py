@@ -10,7 +10,7 @@ import pytest
 
 from agent_core import ToolContext, ToolError, ToolExecutor, ToolRegistry, tool
 from agent_core.errors import ApprovalRequired
-from agent_core.tools import BreakerBoard, CircuitBreaker, TaskFailures
+from agent_core.tools import ApprovalRules, BreakerBoard, CircuitBreaker, TaskFailures
 
 CTX = ToolContext(user_id="u", conversation_id="c", trace_id="t", permissions=frozenset(
     {"read", "write"}))
@@ -81,7 +81,7 @@ async def test_write_tools_are_never_retried_automatically() -> None:
         await asyncio.sleep(5)
         return "never"
 
-    result = await make(slow_write).execute("slow_write", {}, ADMIN)
+    result = await make(slow_write).execute("slow_write", {}, ADMIN, approved=True)
     assert result.error is not None and result.error.type == "timeout" and calls == 1
 
 
@@ -280,14 +280,22 @@ def refund(amount: float) -> str:
     return f"refunded {amount}"
 
 
-@pytest.mark.parametrize(("tool_obj", "ctx", "asks"), [
-    (update_crm, CTX, True),
-    (update_crm, ADMIN, False),
-    (refund, ADMIN, True),
-    (refund, CTX, True),
+SKIP_ADMIN = ApprovalRules(skip_roles=frozenset({"admin"}))
+SKIP_CRM = ApprovalRules(skip_tools=frozenset({"update_crm"}))
+
+
+@pytest.mark.parametrize(("tool_obj", "ctx", "rules", "asks"), [
+    (update_crm, CTX, None, True),
+    (update_crm, ADMIN, None, True),  # admins too, by default
+    (update_crm, ADMIN, SKIP_ADMIN, False),  # unless their role is let through
+    (update_crm, CTX, SKIP_ADMIN, True),
+    (update_crm, CTX, SKIP_CRM, False),  # or the tool is
+    (refund, ADMIN, SKIP_ADMIN, True),  # money always asks
+    (refund, CTX, None, True),
 ])
-async def test_who_needs_approval(tool_obj: Any, ctx: ToolContext, asks: bool) -> None:
-    executor = make(tool_obj)
+async def test_who_needs_approval(tool_obj: Any, ctx: ToolContext, rules: Any,
+                                  asks: bool) -> None:
+    executor = make(tool_obj, rules=rules)
     args = {"note": "x"} if tool_obj is update_crm else {"amount": 5}
     if asks:
         with pytest.raises(ApprovalRequired):
@@ -297,8 +305,6 @@ async def test_who_needs_approval(tool_obj: Any, ctx: ToolContext, asks: bool) -
 
 
 async def test_writes_by_users_can_be_allowed_without_approval() -> None:
-    from agent_core.tools import ApprovalRules
-
     executor = make(update_crm, rules=ApprovalRules(writes_need_approval=False))
     assert (await executor.execute("update_crm", {"note": "x"}, CTX)).ok
     with pytest.raises(ApprovalRequired):

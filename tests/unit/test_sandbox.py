@@ -64,8 +64,9 @@ def ctx(root: Path, **limits: int) -> ToolContext:
 
 
 async def run(tool_name: str, args: dict[str, object], context: ToolContext) -> object:
+    # What the sandbox allows is under test here, not who approves: each call is approved.
     executor = ToolExecutor(ToolRegistry([read_file, write_file, append_file, list_files]))
-    return await executor.execute(tool_name, args, context)
+    return await executor.execute(tool_name, args, context, approved=True)
 
 
 async def test_write_read_append_list_inside_the_sandbox(tmp_path: Path) -> None:
