@@ -29,6 +29,7 @@ from .errors import (
     AgentDeadlineError,
     AgentLoopLimitError,
     RuntimeFailure,
+    StoreUnavailableError,
     TaskInterrupted,
     TooManyInvalidDecisions,
 )
@@ -233,6 +234,10 @@ class TaskLoop:
             return await self._finish_closed(run, "limit", exc.user_message, str(exc))
         except TooManyInvalidDecisions as exc:
             return await self._finish_closed(run, "invalid", exc.user_message, str(exc))
+        except StoreUnavailableError as exc:
+            if self.config.on_store_outage == "raise":
+                raise  # the caller waits for the store and continues from the last save
+            return await self._finish_closed(run, "failed", exc.user_message, str(exc))
         except RuntimeFailure as exc:
             log.warning("task failed: %s", exc)
             return await self._finish_closed(run, "failed", exc.user_message, str(exc))

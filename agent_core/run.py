@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .events import Event, EventBus, EventType
 from .messages import Message
@@ -37,6 +37,10 @@ class LoopConfig:
     max_observation_tokens: int = 2_000
     system_prompt: str | None = None
     repair_with_model: bool = False
+    #: What a task does when the store cannot be reached: "fail" ends it failed with a
+    #: plain sentence (a CLI run); "raise" lets StoreUnavailableError out, saving nothing,
+    #: for a caller that waits for the store and continues the task (the gateway).
+    on_store_outage: Literal["fail", "raise"] = "fail"
     #: Share of the limits a full window is evicted down to.
     evict_to: float = 0.6
 

@@ -4,7 +4,7 @@ the CLI and every hub agent run their tasks on."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .context import counter_for
 from .context.compressor import ContextCompressor, ModelSummariser
@@ -102,8 +102,9 @@ def build_runtime(
     registry: ToolRegistry | None = None,
     bus: EventBus | None = None,
     audit: AuditSink | None = None,
+    on_store_outage: Literal["fail", "raise"] = "fail",
 ) -> Runtime:
-    """Wire model, tools, store and loop together."""
+    """Wire model, tools, store and loop together (``on_store_outage``: see LoopConfig)."""
     registry = registry if registry is not None else build_registry(settings)
     executor = build_executor(settings, registry, audit=audit)
     model = model if model is not None else build_model(settings)
@@ -114,6 +115,7 @@ def build_runtime(
         compressor = ModelSummariser(build_adapter(settings.context_summary_model, settings),
                                      fallback=ContextCompressor(counter))
     loop = TaskLoop(model=model, executor=executor, store=store, bus=bus,
-                    config=LoopConfig.from_settings(settings), counter=counter,
+                    config=LoopConfig.from_settings(settings, on_store_outage=on_store_outage),
+                    counter=counter,
                     compressor=compressor)
     return Runtime(settings, model, registry, executor, store, bus, loop)

@@ -10,6 +10,7 @@ flags. A task it runs can be stopped by id (``/stop``, the API's cancel).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, assert_never
@@ -88,6 +89,8 @@ class Execution:
             case Skip():
                 return None
             case Redeliver(state=state):
+                if self.replies.already_delivered(state.task_id):
+                    return None  # its removal was lost in an outage; the person has it
                 return TaskResult.from_state(state)
             case ApplyApproval():
                 assert item.approval is not None
@@ -114,6 +117,14 @@ class Execution:
             case unknown:
                 assert_never(unknown)
         return await self._follow(item, runner)
+
+    async def reread(self, head: Head) -> Head:
+        """``head`` with its task (and the waiting one) as the store has them now: after an
+        outage the task goes on from its last save."""
+        store = self.runtime.store
+        task = await store.load_task(head.item.task_id)
+        waiting = await store.load_task(head.waiting.task_id) if head.waiting else None
+        return dataclasses.replace(head, task=task, waiting=waiting, conversation=None)
 
     async def _follow(self, item: WorkItem, runner: Awaitable[TaskResult]) -> TaskResult:
         """Run the task with its channel's progress display; a /stop ends it "cancelled"."""

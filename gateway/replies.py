@@ -19,6 +19,7 @@ from agent_core.runtime import Runtime
 
 from .approvals import ApprovalService
 from .delivery import Deliverer
+from .outage import DELAYED, StoreOutage
 from .queue import WorkItem
 
 log = logging.getLogger(__name__)
@@ -31,11 +32,25 @@ class Replies:
     """Delivers the outcome of each task to where its message came from."""
 
     def __init__(self, *, runtime: Runtime, deliverer: Deliverer,
-                 channels: dict[str, Channel], approvals: ApprovalService | None) -> None:
+                 channels: dict[str, Channel], approvals: ApprovalService | None,
+                 outage: StoreOutage | None = None) -> None:
         self.runtime = runtime
         self.deliverer = deliverer
         self.channels = channels
         self.approvals = approvals
+        self.outage = outage
+
+    def already_delivered(self, task_id: str) -> bool:
+        """Whether this process already delivered the reply of ``task_id`` (its item was
+        served again because its removal could not be recorded)."""
+        return self.outage is not None and self.outage.was_delivered(task_id)
+
+    async def delayed(self, item: WorkItem) -> None:
+        """Tell the user, once, that their answer is delayed by a store outage."""
+        if item.kind == "scheduled":
+            return  # nobody waits on a scheduled run
+        await self.deliverer.deliver(item.inbound.reply(DELAYED, "notice",
+                                                        task_id=item.task_id))
 
     async def deliver(self, item: WorkItem, result: TaskResult) -> None:
         """The reply for a task that ended or paused."""
@@ -52,10 +67,12 @@ class Replies:
             if sent is not None:
                 await self.approvals.remember_message(result.approval.id, sent.ref)
             return
-        await self.deliverer.deliver(msg.reply(
+        sent = await self.deliverer.deliver(msg.reply(
             result.text, _KINDS.get(result.outcome, "error"), task_id=result.task_id,
             choices=result.question.choices if result.question else [],
             approval=result.approval.model_dump() if result.approval else None))
+        if sent is not None and self.outage is not None:
+            self.outage.delivered(result.task_id)
 
     async def without_agent(self, item: WorkItem, text: str, outcome: TaskStatus
                             ) -> TaskResult:

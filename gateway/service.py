@@ -38,6 +38,7 @@ from .eventlog import EventLog
 from .execution import Execution
 from .interactions import Interactions
 from .metrics import Metrics
+from .outage import StoreOutage
 from .progress import ProgressRelay
 from .queue import WorkQueue
 from .replies import Replies
@@ -119,7 +120,10 @@ class Gateway:
         if bus is not None:
             settings = settings.model_copy(update={
                 "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
-        runtime = build_runtime(settings, store=store, model=model, audit=audit)
+        # A task that loses the store waits for it and goes on (the worker), instead of
+        # telling its user to try again a message that will still be answered.
+        runtime = build_runtime(settings, store=store, model=model, audit=audit,
+                                on_store_outage="raise")
         mcp = await start_mcp(runtime)
         if mcp is not None:
             stack.push_async_callback(mcp.aclose)
@@ -157,12 +161,13 @@ class Gateway:
             await channel.start()
             stack.push_async_callback(_quietly, channel.stop)
 
+        outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
-                          approvals=approvals)
+                          approvals=approvals, outage=outage)
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
                               replies=replies, settings=settings, model_ready=self.model_ready)
         workers = WorkerPool(queue=queue, execution=execution, replies=replies,
-                             concurrency=settings.hermes_workers)
+                             concurrency=settings.hermes_workers, outage=outage)
         if isinstance(store.redis, MultiplexedRedis):
             log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
         await workers.start()

@@ -49,6 +49,9 @@ class GatewaySettings(HubSettings):
         "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
     hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
+    hermes_store_outage_wait: float = Field(
+        20.0, gt=0, description="seconds a task that lost the store waits for it before "
+                                "its user is told the answer is delayed")
     hermes_shutdown_grace: float = Field(
         20.0, ge=0, description="seconds running tasks get to finish when the gateway stops")
     hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"

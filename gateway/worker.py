@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
+from agent_core import StoreUnavailableError
 from agent_core.log import trace_context
 
 from .execution import Execution
+from .outage import StoreOutage
 from .queue import Head, WorkQueue
 from .replies import Replies
 
@@ -32,10 +36,11 @@ class WorkerPool:
     """Runs queued work for this process; any number of processes can share one queue."""
 
     def __init__(self, *, queue: WorkQueue, execution: Execution, replies: Replies,
-                 concurrency: int, scan_interval: float = 1.0) -> None:
+                 concurrency: int, outage: StoreOutage, scan_interval: float = 1.0) -> None:
         self.queue = queue
         self.execution = execution
         self.replies = replies
+        self.outage = outage
         self.scan_interval = scan_interval
         self._slots = asyncio.Semaphore(concurrency)
         self._active: dict[str, asyncio.Task[None]] = {}
@@ -127,7 +132,10 @@ class WorkerPool:
                     elif await self._run_item(cid, token, head):
                         return  # the lease was lost
                     self.processed += 1
-                    left, head = await self.queue.complete(cid, token, head.item.id)
+                    # An answer that went out must not be served again: wait out an outage.
+                    left, head = await self.outage.retrying(
+                        functools.partial(self.queue.complete, cid, token, head.item.id),
+                        f"completing {head.item.id}")
                 if left <= 0:
                     return
             # Stopping with the lock held: hand the conversation to another process now.
@@ -152,7 +160,7 @@ class WorkerPool:
     async def _run_item(self, cid: str, token: str, head: Head) -> bool:
         """Handle one item while keeping the lease; True if the lease was lost."""
         item = head.item
-        handler = asyncio.create_task(self._handle(head))
+        handler = asyncio.create_task(self._handle(head, lambda: self.queue.renew(cid, token)))
         lost = False
         ticks = 0
         renew_every = max(1, int(self.queue.lease_ms / 1000 / 3 / _FLAG_POLL))
@@ -183,14 +191,27 @@ class WorkerPool:
         return lost
 
     # --- handling one item -------------------------------------------------------------
-    async def _handle(self, head: Head) -> None:
+    async def _handle(self, head: Head, still_ours: Callable[[], Awaitable[bool]]) -> None:
         item = head.item
         with trace_context(item.task_id, item.inbound.conversation_id):
-            try:
-                result = await self.execution.execute(head)
-            except Exception:
-                log.exception("task %s failed unexpectedly", item.task_id)
-                result = await self.replies.without_agent(item, CRASHED, "failed")
+            while True:
+                try:
+                    result = await self.execution.execute(head)
+                    break
+                except StoreUnavailableError as exc:
+                    log.warning("task %s lost the store (%s); it waits for it", item.task_id,
+                                exc)
+                    if not await self.outage.back():
+                        if self.outage.first_notice(item.task_id):
+                            await self.replies.delayed(item)
+                        raise  # the item stays queued: continued once the store is back
+                    if not await still_ours():
+                        return  # another worker took the conversation over meanwhile
+                    head = await self.execution.reread(head)
+                except Exception:
+                    log.exception("task %s failed unexpectedly", item.task_id)
+                    result = await self.replies.without_agent(item, CRASHED, "failed")
+                    break
             if result is not None:
                 await self.replies.deliver(item, result)
 

@@ -117,7 +117,7 @@ def http_or_none(transport: str, request: pytest.FixtureRequest) -> HttpEverythi
 
 
 async def test_every_content_type_reaches_the_model_and_the_chat(
-        mcp: Servers, tmp_path: Path, transport: str, http_or_none: HttpEverything | None
+        http_or_none: HttpEverything | None, mcp: Servers, tmp_path: Path, transport: str
         ) -> None:
     _servers, executor = await mcp(every=everything(transport, http_or_none))
     files: list[tuple[str, str, int, str | None]] = []
@@ -145,14 +145,14 @@ async def test_every_content_type_reaches_the_model_and_the_chat(
 
 
 async def test_an_is_error_result_is_a_tool_error_for_the_model(
-        mcp: Servers, tmp_path: Path, transport: str, http_or_none: HttpEverything | None
+        http_or_none: HttpEverything | None, mcp: Servers, tmp_path: Path, transport: str
         ) -> None:
     _servers, executor = await mcp(every=everything(transport, http_or_none))
     tool = executor.registry.get("every__gzip-file-as-resource")
     assert tool is not None and tool.side_effect == "write", "readOnlyHint false: a write"
     result = await executor.execute("every__gzip-file-as-resource",
                                     {"name": "x", "data": "ftp://example.test/x"},
-                                    caller(tmp_path))
+                                    caller(tmp_path), approved=True)
     assert not result.ok and result.error is not None
     assert result.error.type == "exception"
     assert "Unsupported URL protocol" in result.error.message
@@ -160,7 +160,7 @@ async def test_an_is_error_result_is_a_tool_error_for_the_model(
 
 
 async def test_progress_notifications_show_as_progress(
-        mcp: Servers, tmp_path: Path, transport: str, http_or_none: HttpEverything | None
+        http_or_none: HttpEverything | None, mcp: Servers, tmp_path: Path, transport: str
         ) -> None:
     _servers, executor = await mcp(every=everything(transport, http_or_none))
     notes: list[str] = []
@@ -171,7 +171,7 @@ async def test_progress_notifications_show_as_progress(
 
 
 async def test_a_slow_tool_is_cut_off_by_the_call_timeout_and_the_server_stays(
-        mcp: Servers, tmp_path: Path, transport: str, http_or_none: HttpEverything | None
+        http_or_none: HttpEverything | None, mcp: Servers, tmp_path: Path, transport: str
         ) -> None:
     servers, executor = await mcp(every=everything(transport, http_or_none, call_timeout=1))
     started = time.monotonic()
@@ -186,7 +186,7 @@ async def test_a_slow_tool_is_cut_off_by_the_call_timeout_and_the_server_stays(
 
 
 async def test_list_changed_updates_the_registry_and_roots_are_the_sandbox(
-        mcp: Servers, tmp_path: Path, transport: str, http_or_none: HttpEverything | None
+        http_or_none: HttpEverything | None, mcp: Servers, tmp_path: Path, transport: str
         ) -> None:
     # With roots (a sandbox server) "everything" registers get-roots-list after the
     # handshake and says so with notifications/tools/list_changed.
@@ -347,7 +347,7 @@ async def test_a_server_that_hangs_while_running_is_restarted(mcp: Servers,
 
 
 async def test_an_http_server_killed_mid_call_is_unavailable_then_back(
-        mcp: Servers, tmp_path: Path, http_everything: HttpEverything) -> None:
+        http_everything: HttpEverything, mcp: Servers, tmp_path: Path) -> None:
     import asyncio
 
     servers, executor = await mcp(every=everything("http", http_everything, max_backoff=1,

@@ -1,0 +1,100 @@
+"""A store outage as it happens: the gateway's Valkey stopped for ~5 s under traffic and
+restarted on its data, while 30 Slack conversations send messages (Slack resends every
+event that got no 2xx, as Slack does). Counted: messages told of an error and later answered
+(must be 0), answers seen twice (must be 0), acked messages never answered (must be 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from agent_core.models.replay import Reply
+from agent_core.store.embedded import EmbeddedValkey
+from gateway.outage import DELAYED
+from tests.integration.conftest import GatewayFactory, Harness, answer_echo
+from tests.integration.test_slack import answers, event_body, mention, send
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+CONVERSATIONS = 30
+MESSAGES = 3
+
+
+def tool_then_answer(path: str, body: dict[str, Any]) -> Any:
+    """Each task takes two rounds (a tool call, then the answer), so the outage lands
+    between saves of running tasks, not only before or after them."""
+    if body["messages"][-1]["role"] == "user":
+        return Reply.call("calc_growth_rate", {"current": 2, "previous": 1})
+    return answer_echo(path, body)
+
+
+async def deliver_like_slack(h: Harness, text: str, channel: str, acked: list[str]) -> None:
+    """POST one event until it gets a 2xx (the same event id each time, as Slack retries)."""
+    body = event_body(mention(text, channel=channel))
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            response = await send(h, body)
+        except Exception:  # the gateway's own connection may drop during the outage
+            response = None
+        if response is not None and response.status < 300:
+            acked.append(text)
+            return
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"{text!r} was never accepted")
+
+
+@pytest.mark.parametrize("wait", [20.0, 1.0], ids=["tasks-wait", "users-told-of-delay"])
+async def test_a_five_second_store_outage_under_traffic(make_gateway: GatewayFactory,
+                                                       own_store: Any, wait: float) -> None:
+    """``wait`` 20: running tasks wait the outage out; 1: they give up waiting, their users
+    are told once that the answer is delayed, and the answer still comes, once."""
+    server, info = own_store
+    h = await make_gateway(slack=True, redis_url=info.url, hermes_lease_seconds=10,
+                           hermes_store_outage_wait=wait)
+    assert h.slack is not None
+    h.model.responder = tool_then_answer
+    h.model.latency = 0.5  # tasks are mid-flight when the store goes
+    acked: list[str] = []
+
+    async def conversation(n: int) -> None:
+        for m in range(MESSAGES):
+            await deliver_like_slack(h, f"c{n} message {m}", f"C{n:03d}", acked)
+            await asyncio.sleep(0.4)
+
+    senders = [asyncio.create_task(conversation(n)) for n in range(CONVERSATIONS)]
+    await h.wait_for(lambda: len(acked) >= CONVERSATIONS // 2, timeout=60)
+    await server.stop()
+    in_flight = len(acked) - len(answers(h))
+    await asyncio.sleep(5)
+    restarted = EmbeddedValkey(server.dir.parent, port=info.port)
+    await restarted.start()
+    try:
+        await asyncio.gather(*senders)
+        expected = {f"answer to: {t}" for t in acked}
+
+        def shown() -> Counter[str]:
+            return Counter(a["text"] for a in answers(h) if a["text"] != DELAYED)
+
+        await h.wait_for(lambda: expected <= set(shown()), timeout=120)
+        await asyncio.sleep(2)  # a late duplicate would come now: 2 s of quiet first
+        texts = shown()
+        assert in_flight >= 10, "the outage must catch tasks mid-flight"
+        notices = Counter((a["channel"], a.get("thread_ts")) for a in answers(h)
+                          if a["text"] == DELAYED)
+        assert all(n == 1 for n in notices.values()), f"a delay told twice: {notices}"
+        if wait < 5:
+            assert notices, "users whose answers waited past the wait were told"
+        else:
+            assert not notices, "an outage shorter than the wait goes unnoticed"
+        twice = {t: n for t, n in texts.items() if n > 1}
+        errors = [t for t in texts if "try again" in t or "went wrong" in t]
+        assert twice == {}, f"answers seen twice: {twice}"
+        assert errors == [], f"told of an error (and answered anyway): {errors}"
+        assert len(acked) == CONVERSATIONS * MESSAGES
+    finally:
+        await restarted.stop()
