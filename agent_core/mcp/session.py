@@ -77,6 +77,7 @@ class McpSession:
         self._lost = False
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._http: Any = None  # the HTTP client of a url server's connection
 
     # --- life ----------------------------------------------------------------------------
     async def start(self) -> bool:
@@ -196,11 +197,20 @@ class McpSession:
     async def _connected(self) -> None:
         """Connect, serve until the connection is lost or the session closes, disconnect."""
         self._lost, self._refresh = False, False
-        client = Client(self._transport(), mode="auto", cache=None, client_info=_CLIENT,
-                        list_roots_callback=self._roots if self.root is not None else None,
-                        message_handler=self._on_message)
-        async with asyncio.timeout(self.config.connect_timeout):
-            await client.__aenter__()
+        try:
+            client = Client(self._transport(), mode="auto", cache=None, client_info=_CLIENT,
+                            list_roots_callback=self._roots if self.root is not None else None,
+                            message_handler=self._on_message)
+            async with asyncio.timeout(self.config.connect_timeout):
+                await client.__aenter__()
+            await self._connection(client)
+        finally:
+            http, self._http = self._http, None
+            if http is not None:
+                with contextlib.suppress(BaseException):
+                    await http.aclose()
+
+    async def _connection(self, client: Client) -> None:
         listener: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(self.config.connect_timeout):
@@ -275,8 +285,9 @@ class McpSession:
             return stdio_client(params)
         assert config.url is not None
         headers = {k: fill(v.get_secret_value()) for k, v in config.headers.items()}
-        return streamable_http_client(fill(config.url),
-                                      http_client=create_mcp_http_client(headers=headers))
+        # The SDK leaves a client it is given open: closed with the connection (_connected).
+        self._http = create_mcp_http_client(headers=headers)
+        return streamable_http_client(fill(config.url), http_client=self._http)
 
     def _fill(self, text: str) -> str:
         return text.replace(SANDBOX, str(self.root)) if self.root else text
