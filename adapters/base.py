@@ -70,6 +70,9 @@ class OutboundMessage(BaseModel):
     choices: list[str] = Field(default_factory=list)
     #: For kind == "approval": the approval id and what is asked.
     approval: dict[str, Any] | None = None
+    #: Where this reply was already posted (the ref ``send`` returned then): a reply sent
+    #: again after a restart edits that message, so the person never sees it twice.
+    replaces: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,6 +256,13 @@ class SlackChannel(Channel):
         target = message.reply_target
         channel = target["channel"]
         chunks = split_text(to_mrkdwn(message.text), TEXT_LIMIT) or ["(empty answer)"]
+        if message.replaces and message.replaces.get("ts") and not message.choices \
+                and message.kind != "approval":
+            # Sent before (its removal from the queue was lost): edit the message it is in.
+            before = message.replaces
+            await self._call("chat_update", before["channel"], channel=before["channel"],
+                             ts=before["ts"], text=chunks[-1])
+            return before
         working = self._working.pop(message.task_id, None) if message.task_id else None
         extra: dict[str, Any] = {}
         if message.kind == "approval" and message.approval is not None:

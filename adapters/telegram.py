@@ -230,6 +230,12 @@ class TelegramChannel(Channel):
     async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
         target = message.reply_target
         chunks = split_text(message.text, _SPLIT_AT) or ["(empty answer)"]
+        ref = message.replaces
+        if ref and ref.get("message_id") and not message.choices \
+                and message.kind != "approval":
+            # Sent before (its removal from the queue was lost): edit the message it is in.
+            await self._edit(ref, chunks[-1])
+            return ref
         markup = None
         if message.kind == "approval" and message.approval is not None:
             from .approvals import telegram_keyboard
@@ -246,6 +252,20 @@ class TelegramChannel(Channel):
                                         reply_markup=markup if last else None)
         assert sent is not None
         return {"chat_id": target["chat_id"], "message_id": sent.message_id}
+
+    async def _edit(self, ref: dict[str, Any], markdown: str) -> None:
+        """Put ``markdown`` into the message at ``ref``; the same text already there is
+        what a repeated reply finds, and is no error."""
+        try:
+            await self.bot.edit_message_text(chat_id=ref["chat_id"],
+                                             message_id=ref["message_id"],
+                                             text=to_telegram_html(markdown)[:TEXT_LIMIT],
+                                             parse_mode=ParseMode.HTML)
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                raise DeliveryError(f"telegram edit failed: {exc}", retryable=False) from exc
+        except (NetworkError, TimedOut) as exc:
+            raise DeliveryError("telegram edit failed", retryable=True) from exc
 
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
         """Replace a message that had buttons (an approval, a question) with plain text."""

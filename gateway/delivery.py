@@ -4,6 +4,7 @@ silently; what cannot be delivered goes to a dead-letter list with the reason.""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -38,7 +39,8 @@ class Deliverer:
                  counted: Callable[[str, str], None] | None = None) -> None:
         self.channels = channels
         self.redis = redis
-        self.dead_letters = Keys(prefix).dead_letters()
+        self._keys = Keys(prefix)
+        self.dead_letters = self._keys.dead_letters()
         self.max_seconds = max_seconds
         self.base_delay = base_delay
         self._sleep = sleep
@@ -73,6 +75,20 @@ class Deliverer:
                 await self._dead(message, f"{type(exc).__name__}: {exc}")
                 return None
             await self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
+
+    async def remember(self, task_id: str, ref: dict[str, Any] | None, *, ttl: float) -> None:
+        """Keep where a task's reply was posted (best effort: a store outage loses it)."""
+        if not ref:
+            return
+        try:
+            await self.redis.set(self._keys.delivered(task_id), json.dumps(ref), ex=int(ttl))
+        except Exception as exc:
+            log.info("could not record where %s's reply went: %s", task_id, exc)
+
+    async def where(self, task_id: str) -> dict[str, Any] | None:
+        """Where a task's reply was posted before, if that was recorded."""
+        raw = await self.redis.get(self._keys.delivered(task_id))
+        return dict(json.loads(raw)) if raw else None
 
     def _count(self, channel: str, result: str) -> None:
         if self.counted is not None:

@@ -91,6 +91,7 @@ class Execution:
             case Redeliver(state=state):
                 if self.replies.already_delivered(state.task_id):
                     return None  # its removal was lost in an outage; the person has it
+                self.replies.again(state.task_id)
                 return TaskResult.from_state(state)
             case ApplyApproval():
                 assert item.approval is not None

@@ -39,6 +39,12 @@ class Replies:
         self.channels = channels
         self.approvals = approvals
         self.outage = outage
+        self._again: set[str] = set()
+
+    def again(self, task_id: str) -> None:
+        """The next reply of ``task_id`` is one sent before (its item was served again):
+        it edits the message it was posted in, where that was recorded."""
+        self._again.add(task_id)
 
     def already_delivered(self, task_id: str) -> bool:
         """Whether this process already delivered the reply of ``task_id`` (its item was
@@ -67,12 +73,21 @@ class Replies:
             if sent is not None:
                 await self.approvals.remember_message(result.approval.id, sent.ref)
             return
+        replaces = None
+        if result.task_id in self._again:
+            self._again.discard(result.task_id)
+            replaces = await self.deliverer.where(result.task_id)
         sent = await self.deliverer.deliver(msg.reply(
             result.text, _KINDS.get(result.outcome, "error"), task_id=result.task_id,
             choices=result.question.choices if result.question else [],
-            approval=result.approval.model_dump() if result.approval else None))
-        if sent is not None and self.outage is not None:
+            approval=result.approval.model_dump() if result.approval else None,
+            replaces=replaces))
+        if sent is None:
+            return
+        if self.outage is not None:
             self.outage.delivered(result.task_id)
+        await self.deliverer.remember(result.task_id, sent.ref,
+                                      ttl=self.runtime.settings.task_retention)
 
     async def without_agent(self, item: WorkItem, text: str, outcome: TaskStatus
                             ) -> TaskResult:

@@ -193,6 +193,11 @@ class Keys:
         """STRING: a task's state (JSON)."""
         return f"{self.prefix}:task:{task_id}"
 
+    def delivered(self, task_id: str) -> str:
+        """STRING: where a task's reply was posted (JSON), so that a reply sent again
+        edits that message instead of posting a second one."""
+        return f"{self.prefix}:task:{task_id}:delivered"
+
     def task_events(self, task_id: str) -> str:
         """STREAM of a task's events (for SSE replay)."""
         return f"{self.prefix}:task:{task_id}:events"

@@ -98,3 +98,61 @@ async def test_a_five_second_store_outage_under_traffic(make_gateway: GatewayFac
         assert len(acked) == CONVERSATIONS * MESSAGES
     finally:
         await restarted.stop()
+
+
+def lose_the_first_removal(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first item removal after a delivery fails as in an outage, and the process
+    forgets what it delivered (as another one would)."""
+    from agent_core import StoreUnavailableError
+
+    h.model.responder = answer_echo
+    outage = h.gateway.parts.workers.outage
+    real = outage.retrying
+    lost: list[str] = []
+
+    async def losing(step: Any, what: str) -> Any:
+        if not lost:
+            lost.append(what)
+            raise StoreUnavailableError("the conversation store is unreachable: simulated")
+        return await real(step, what)
+
+    monkeypatch.setattr(outage, "retrying", losing)
+    monkeypatch.setattr(outage, "was_delivered", lambda task_id: False)
+    return lost
+
+
+async def test_an_answer_sent_again_edits_the_message_it_is_in(
+        make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer went out, its removal from the queue was lost, and the item is served
+    again in a process that does not remember sending it: the message the answer is in is
+    edited (with the same text), no second message is posted."""
+    h = await make_gateway(slack=True)
+    assert h.slack is not None
+    lost = lose_the_first_removal(h, monkeypatch)
+    await send(h, event_body(mention("hello")))
+
+    def carrying() -> list[tuple[str, dict[str, Any]]]:
+        return [(m, p) for m, p in h.slack.calls  # type: ignore[union-attr]
+                if m in ("chat.postMessage", "chat.update") and p.get("text") == "answer to: hello"]
+
+    await h.wait_for(lambda: len(carrying()) == 2, timeout=30)
+    assert lost, "the removal was lost once"
+    [(_, first), (method, again)] = carrying()
+    assert method == "chat.update" and again["ts"] == first["ts"], "edited in place"
+    posts = [p for m, p in carrying() if m == "chat.postMessage"]
+    assert len(posts) <= 1
+
+
+async def test_a_telegram_answer_sent_again_edits_the_message(
+        make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.integration.test_telegram import post, update
+
+    h = await make_gateway(telegram=True)
+    assert h.telegram is not None
+    lost = lose_the_first_removal(h, monkeypatch)
+    assert (await post(h, update("hello"))).status == 200
+    await h.wait_for(lambda: bool(h.telegram.of("editMessageText")), timeout=30)  # type: ignore[union-attr]
+    [first] = [m for m in h.telegram.of("sendMessage") if "answer to: hello" in m["text"]]
+    [edit] = h.telegram.of("editMessageText")
+    assert lost and "answer to: hello" in edit["text"]
+    assert edit["chat_id"] == first["chat_id"]
