@@ -39,7 +39,11 @@ def showable(text: str) -> str:
         at = text.find(stop)
         if 0 <= at < cut:
             cut = at
-    return _held_back(text[:cut])
+    if cut < len(text):
+        # Followed by a stop, the text before it is final: its end ("<" of "<[{") begins
+        # nothing (holding it back would take back what the stream already showed).
+        return text[:cut]
+    return _held_back(text)
 
 
 def _held_back(text: str) -> str:
