@@ -57,24 +57,41 @@ def _protected(messages: list[Message], keep_last_rounds: int) -> set[str]:
     return protected_ids(messages, task_id=TASK, keep_last_rounds=keep_last_rounds)
 
 
+def _bound_to(messages: list[Message], protected: set[str]) -> list[Message]:
+    """Protected messages and what cannot leave without them.
+
+    A tool call and its results stay or go together, so a protected result (a current
+    task's error) also holds its call turn and that turn's other results.
+    """
+    held: set[str] = set(protected)
+    for m in messages:
+        ids = {m.id} | {r.id for r in messages if r.role == "tool" and
+                        r.tool_call_id in {c.id for c in m.tool_calls}}
+        if m.tool_calls and ids & protected:
+            held |= ids
+    return [m for m in messages if m.id in held]
+
+
 @settings(max_examples=300, deadline=None)
 @given(conversations(), st.integers(4, 30), st.integers(600, 6000))
 def test_protected_messages_survive_and_the_budget_holds(
         messages: list[Message], max_messages: int, budget: int) -> None:
     policy = WindowPolicy(max_messages=max_messages, budget_tokens=budget)
     protected = _protected(messages, policy.keep_last_rounds)
-    protected_tokens = sum(m.tokens for m in messages if m.id in protected)
+    bound = _bound_to(messages, protected)
+    bound_tokens = sum(m.tokens for m in bound)
     result = fit(messages, policy, COUNTER, task_id=TASK)
     kept_ids = [m.id for m in result.keep]
 
     # Protected messages are never evicted (their ids stay, in order).
     assert [i for i in kept_ids if i in protected] == [m.id for m in messages if m.id in
                                                        protected]
-    # The window fits the budget whenever the protected messages alone can.
-    if protected_tokens <= budget:
+    # The window fits the budget whenever what must stay (protected messages, and the
+    # tool-call turns they belong to, uncut) can.
+    if bound_tokens <= budget:
         assert sum(m.tokens for m in result.keep) <= budget
-    # The message cap holds unless protected messages alone exceed it.
-    assert len(result.keep) <= max(max_messages, len(protected)) or \
+    # The message cap holds unless what must stay alone exceeds it.
+    assert len(result.keep) <= max(max_messages, len(bound)) or \
         sum(m.tokens for m in result.keep) <= budget
     # Order is preserved and nothing is invented.
     original = [m.id for m in messages]
@@ -107,6 +124,30 @@ def test_old_observations_are_stubbed_before_anything_is_removed() -> None:
     stub = result.keep[1]
     assert is_stub(stub) and "recall" in stub.content and stub.tool_call_id == "c1"
     assert result.archive == [old_obs]
+
+
+def test_an_error_kept_for_its_task_keeps_its_call_and_stubs_the_call_s_other_results() -> None:
+    call_ok, call_bad = ToolCall("ok", "t", {}), ToolCall("bad", "t", {})
+    big = "row, 12.5, ok\n" * 80
+    messages = [
+        _m(role="user", kind="instruction", content="do it", task_id=TASK),
+        _m(role="assistant", kind="decision", tool_calls=[call_ok, call_bad], task_id=TASK),
+        _m(role="tool", kind="observation", tool_call_id="ok", name="t", content=big,
+           task_id=TASK, round=1),
+        _m(role="tool", kind="error", tool_call_id="bad", name="t", content="boom",
+           task_id=TASK, round=1),
+        *[_m(role="assistant", kind="answer", content=f"later {i}", task_id=TASK)
+          for i in range(2)],
+    ]
+    budget = sum(m.tokens for m in messages) - messages[2].tokens + 40
+    result = fit(messages, WindowPolicy(max_messages=20, budget_tokens=budget), COUNTER,
+                 task_id=TASK)
+    kept = {m.tool_call_id: m for m in result.keep if m.role == "tool"}
+    # The error is the task's and stays; its call turn and the other result cannot leave
+    # without it, so the other result is stubbed (its original archived), not dropped.
+    assert set(kept) == {"ok", "bad"} and kept["bad"].content == "boom"
+    assert is_stub(kept["ok"]) and result.archive[0].content == big
+    assert sum(m.tokens for m in result.keep) <= budget
 
 
 def test_current_task_errors_and_instruction_outlive_older_messages() -> None:
