@@ -76,15 +76,40 @@ def ensure_mcp_servers() -> None:
     stamp_file.write_text(wanted)
 
 
+#: The browser the web chat tests drive (tests/browser): Debian's package, never a browser
+#: that a test tool downloads.
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def ensure_chromium() -> None:
+    """Install Debian's chromium for the browser tests when it is missing."""
+    if CHROMIUM.exists():
+        return
+    apt = shutil.which("apt-get")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    if apt is None or (sudo and shutil.which("sudo") is None):
+        sys.exit(f"the web chat tests need Chromium at {CHROMIUM}: install Debian's chromium "
+                 "package (apt-get install chromium)")
+    print("installing chromium for the browser tests (first run only) ...", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [*sudo, apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    if subprocess.call(install, env=env, stdout=subprocess.DEVNULL):
+        subprocess.run([*sudo, apt, "update", "-q"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(install, env=env, check=True, stdout=subprocess.DEVNULL)
+
+
 def main(argv: list[str]) -> int:
     command, *rest = argv or ["serve"]
     if command == "test":
         ensure_env(dev=True)
         ensure_mcp_servers()
+        ensure_chromium()
         return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
     if command == "busy":
         ensure_env(dev=True)
         ensure_mcp_servers()
+        ensure_chromium()
         return busy(rest)
     if command == "lint":
         ensure_env(dev=True)

@@ -50,6 +50,8 @@ def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) 
     app.router.add_post("/telegram/webhook", _channel_route("telegram"))
     app.router.add_post("/webhook/{source}", _channel_route("webhook"))
     app.router.add_get("/", webchat_page)
+    app.router.add_get("/static/{name}", static_file)
+    app.router.add_get("/favicon.ico", favicon)
     return app
 
 
@@ -65,14 +67,39 @@ def _channel_route(name: str) -> Handler:
     return handler
 
 
+#: The web chat's files: its script, the Markdown renderer and sanitiser it uses (vendored,
+#: gateway/static/vendor/README.md), its icon. Nothing is fetched from elsewhere.
+_STATIC = {"chat.js": ("chat.js", "text/javascript"),
+           "marked.umd.js": ("vendor/marked.umd.js", "text/javascript"),
+           "purify.min.js": ("vendor/purify.min.js", "text/javascript"),
+           "favicon.svg": ("favicon.svg", "image/svg+xml")}
+_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' blob:; media-src 'self' blob:; object-src 'none'; "
+        "base-uri 'none'; frame-ancestors 'none'")
+
+
 async def webchat_page(request: web.Request) -> web.Response:
     """The web chat: a small page that streams the agent's steps."""
     page = resources.files("gateway.static").joinpath("index.html").read_text("utf-8")
     return web.Response(text=page, content_type="text/html",
-                        headers={"Cache-Control": "no-store",
-                                 "Content-Security-Policy": "default-src 'self'; "
-                                 "style-src 'self' 'unsafe-inline'; "
-                                 "script-src 'self' 'unsafe-inline'"})
+                        headers={"Cache-Control": "no-store", "Content-Security-Policy": _CSP,
+                                 "X-Content-Type-Options": "nosniff"})
+
+
+async def static_file(request: web.Request) -> web.Response:
+    """One of the web chat's own files, or 404."""
+    found = _STATIC.get(request.match_info["name"])
+    if found is None:
+        return web.json_response({"error": "no such file"}, status=404)
+    path, kind = found
+    body = resources.files("gateway.static").joinpath(path).read_bytes()
+    return web.Response(body=body, content_type=kind,
+                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+
+async def favicon(request: web.Request) -> web.Response:
+    """Browsers ask for /favicon.ico whatever the page says: the SVG icon."""
+    raise web.HTTPFound("/static/favicon.svg")
 
 
 @web.middleware

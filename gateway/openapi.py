@@ -14,6 +14,8 @@ MAX_EVERY = 10 * 366 * 86400
 #: seconds in the year 5000 (later than anything logged, small enough for a stream id).
 MAX_UNIX_SECONDS = 95_617_584_000
 MAX_AUDIT_LIMIT = 1000
+#: The most tasks GET /agent/conversations/{id}/messages reads back.
+MAX_HISTORY = 200
 
 _TASK = {
     "type": "object",
@@ -32,6 +34,28 @@ _TASK = {
         "events_url": {"type": "string"},
     },
     "required": ["task_id", "status", "conversation_id"],
+}
+_HISTORY = {
+    "type": "object", "required": ["conversation_id", "messages", "open_tasks"],
+    "properties": {
+        "conversation_id": {"type": "string"},
+        "messages": {"type": "array", "items": {
+            "type": "object", "required": ["task_id", "role", "text", "status", "at"],
+            "properties": {"task_id": {"type": "string"},
+                           "role": {"type": "string", "enum": ["user", "assistant"]},
+                           "text": {"type": "string"},
+                           "status": {"type": "string", "enum": list(ALL_STATUSES)},
+                           "at": {"type": "number"}}}},
+        "open_tasks": {"type": "array", "description": "under way or waiting for a person",
+                       "items": {"type": "object", "required": ["task_id", "status"],
+                                 "properties": {
+                                     "task_id": {"type": "string"},
+                                     "status": {"type": "string", "enum": list(ALL_STATUSES)},
+                                     "text": {"type": ["string", "null"]},
+                                     "approval": {"type": ["object", "null"]},
+                                     "question": {"type": ["object", "null"]},
+                                     "events_url": {"type": "string"}}}},
+    },
 }
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}},
           "required": ["error"]}
@@ -148,6 +172,15 @@ def spec() -> dict[str, Any]:
                 "responses": {"200": _json({"type": "object"}, "cancelled"),
                               "202": _json({"type": "object"}, "stopping"),
                               **_errors(401, 404, 409)}}},
+            "/agent/conversations/{conversation_id}/messages": {"get": {
+                "summary": "A conversation's recent messages and its open tasks (what a "
+                           "chat page shows after a reload)",
+                "parameters": [cid, {"name": "limit", "in": "query", "required": False,
+                                     "description": "how many of the last tasks (20)",
+                                     "schema": {"type": "integer", "minimum": 1,
+                                                "maximum": MAX_HISTORY}}],
+                "responses": {"200": _json(_HISTORY, "messages, oldest first"),
+                              **_errors(400, 401)}}},
             "/agent/conversations/{conversation_id}": {"delete": {
                 "summary": "Forget everything a conversation stored", "parameters": [cid],
                 "responses": {"200": _json({"type": "object"}, "deleted"),

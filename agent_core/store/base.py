@@ -135,6 +135,10 @@ class ConversationStore(abc.ABC):
         """A task's state, or None when unknown."""
 
     @abc.abstractmethod
+    async def recent_tasks(self, conversation_id: str, limit: int) -> list[TaskState]:
+        """The conversation's last ``limit`` tasks still kept, oldest first."""
+
+    @abc.abstractmethod
     async def recall(self, conversation_id: str, query: str, limit: int = 5
                      ) -> list[ArchiveHit]:
         """Search this conversation's archive; best matches first."""

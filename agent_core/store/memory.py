@@ -71,6 +71,12 @@ class MemoryConversationStore(ConversationStore):
         raw = self._tasks.get(task_id)
         return TaskState.model_validate_json(raw) if raw else None
 
+    async def recent_tasks(self, conversation_id: str, limit: int) -> list[TaskState]:
+        states = [TaskState.model_validate_json(raw) for raw in self._tasks.values()]
+        mine = sorted((s for s in states if s.conversation_id == conversation_id),
+                      key=lambda s: s.created_at)
+        return mine[-limit:] if limit > 0 else []
+
     async def recall(self, conversation_id: str, query: str, limit: int = 5
                      ) -> list[ArchiveHit]:
         archive = self._get(conversation_id).archive

@@ -221,6 +221,25 @@ class RedisConversationStore(ConversationStore):
         raw = await self.redis.get(self.keys.task(task_id))
         return TaskState.model_validate_json(raw) if raw else None
 
+    @unavailable
+    async def recent_tasks(self, conversation_id: str, limit: int) -> list[TaskState]:
+        cid = check_conversation_id(conversation_id)
+        ids = sorted(as_text(t) for t in await self.redis.smembers(self.keys.conv_tasks(cid)))
+        states: list[TaskState] = []
+        gone: list[str] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for task_id, raw in zip(chunk, await self.redis.mget(
+                    [self.keys.task(t) for t in chunk]), strict=True):
+                if raw:
+                    states.append(TaskState.model_validate_json(raw))
+                else:
+                    gone.append(task_id)
+        if gone:  # finished tasks past their retention: their ids need not be kept
+            await self.redis.srem(self.keys.conv_tasks(cid), *gone)
+        states.sort(key=lambda s: s.created_at)
+        return states[-limit:] if limit > 0 else []
+
     # --- recall ------------------------------------------------------------------------
     @unavailable
     async def recall(self, conversation_id: str, query: str, limit: int = 5

@@ -88,7 +88,10 @@ async def test_without_a_model_the_first_reply_says_what_to_set(
     for name in ("LLM_PROVIDER", "LLM_MODEL_NAME", "LLM_API_KEY", "hermes-gateway demo"):
         assert name in body["text"]
     page = await h.client.get("/")
-    assert page.status == 200 and "EventSource" in await page.text()
+    assert page.status == 200 and 'src="/static/chat.js"' in await page.text()
+    script = await h.client.get("/static/chat.js")
+    assert script.status == 200 and "EventSource" in await script.text()
+    assert (await h.client.get("/static/index.html")).status == 404  # only the page's files
 
 
 async def test_conversation_memory_spans_requests_and_can_be_forgotten(
@@ -210,3 +213,45 @@ async def test_readyz_reports_the_store_and_channels(make_gateway: GatewayFactor
     body = await (await h.client.get("/readyz")).json()
     assert body["status"] == "ready" and "webhook" in body["channels"]
     await asyncio.sleep(0)
+
+
+async def test_a_conversation_s_recent_messages_and_its_open_tasks(
+        make_gateway: GatewayFactory) -> None:
+    from tests.integration.test_approvals import SAVE
+
+    h = await make_gateway()
+    h.model.add(Reply("The answer is 42."), SAVE)
+    for text in ("what is the answer?", "save the Q3 report"):
+        body = await (await h.client.post("/agent/run", json={
+            "text": text, "conversation_id": "hist"})).json()
+    assert body["status"] == "awaiting_approval"
+    await (await h.client.post("/agent/run", json={"text": "elsewhere",
+                                                    "conversation_id": "other"})).json()
+    response = await h.client.get("/agent/conversations/api:hist/messages")
+    assert response.status == 200
+    history = await response.json()
+    assert [(m["role"], m["text"]) for m in history["messages"]] == [
+        ("user", "what is the answer?"), ("assistant", "The answer is 42."),
+        ("user", "save the Q3 report")]
+    [pending] = history["open_tasks"]
+    assert pending["status"] == "awaiting_approval" and pending["task_id"] == body["task_id"]
+    assert pending["approval"]["tool_name"] == "save_daily_report"
+    # The last N tasks only, still oldest first.
+    last = await (await h.client.get("/agent/conversations/api:hist/messages?limit=1")).json()
+    assert [m["text"] for m in last["messages"]] == ["save the Q3 report"]
+    for bad_query, says in [("limit=0", "limit"), ("limit=201", "limit"), ("limit=x", "limit")]:
+        refused = await h.client.get(f"/agent/conversations/api:hist/messages?{bad_query}")
+        assert refused.status == 400 and says in (await refused.json())["error"]
+    refused = await h.client.get("/agent/conversations/%20bad/messages")
+    assert refused.status == 400
+    empty = await (await h.client.get("/agent/conversations/api:never/messages")).json()
+    assert empty == {"conversation_id": "api:never", "messages": [], "open_tasks": []}
+
+
+async def test_recent_messages_follow_the_api_s_auth_rules(make_gateway: GatewayFactory
+                                                          ) -> None:
+    h = await make_gateway(hermes_api_keys=["key-one-abcdefgh"])
+    url = "/agent/conversations/api:x/messages"
+    assert (await h.client.get(url)).status == 401
+    ok = await h.client.get(url, headers={"Authorization": "Bearer key-one-abcdefgh"})
+    assert ok.status == 200

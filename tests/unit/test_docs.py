@@ -51,7 +51,33 @@ def test_helm_chart_values_name_real_settings() -> None:
     fields = {name.upper() for name in GatewaySettings.model_fields}
     assert set(values["env"]) <= fields
     documented = set(re.findall(r"\b([A-Z][A-Z0-9_]{3,})\b", (chart / "values.yaml").read_text()))
-    assert documented - {"README"} <= fields | {"HTTP"}, documented - fields
+    assert documented - {"README", "NATS"} <= fields | {"HTTP"}, documented - fields
+    # What the chart sets on every pod is a real setting (or the chart's own password
+    # variables that those settings are made from).
+    helpers = (chart / "templates" / "_helpers.tpl").read_text()
+    set_by_chart = set(re.findall(r"- name: ([A-Z][A-Z0-9_]+)", helpers))
+    assert {"REDIS_URL", "NATS_URL", "HERMES_HUB", "HERMES_DATA_DIR"} <= set_by_chart
+    assert set_by_chart - {"VALKEY_PASSWORD", "NATS_TOKEN"} <= fields, set_by_chart - fields
     deployment = (chart / "templates" / "deployment.yaml").read_text()
     for probe in ("/readyz", "/healthz"):
         assert probe in deployment
+
+
+def test_the_endpoint_table_lists_every_route() -> None:
+    from gateway.app import create_app
+
+    table = (ROOT / "docs" / "gateway.md").read_text().split("## How a message travels")[0]
+    listed: set[tuple[str, str]] = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            for span in re.findall(r"`([^`]+)`", line.split(" | ")[0]):
+                methods, _, path = span.rpartition(" ")
+                listed |= {(m.strip(), path) for m in methods.split(",")}
+    app = create_app(GatewaySettings(_env_file=None))  # type: ignore[call-arg]
+    routes = {(method, r.resource.canonical) for r in app.router.routes() if r.resource
+              for method in (["GET", "POST"] if r.method == "*" else [r.method])
+              if method != "HEAD"}
+    assert routes - listed == set()
+    assert listed - routes == set()  # nothing listed that is not served
+    for name in ("since", "until", "limit", "conversation_id", "user", "tool"):
+        assert name in table  # the audit log's query parameters
