@@ -117,6 +117,8 @@ def main(argv: list[str]) -> int:
         mypy = subprocess.call([str(BIN / "mypy")], cwd=ROOT)
         return ruff or mypy
     ensure_env(dev=False)
+    # What the gateway suggests running next (the demo, a task) is typed the same way.
+    os.environ["HERMES_INVOKED_AS"] = f"{Path(sys.executable).name} {sys.argv[0]}"
     os.execv(str(BIN / "hermes-gateway"), [str(BIN / "hermes-gateway"), command, *rest])
     return None
 

@@ -251,13 +251,19 @@ class Settings(BaseSettings):
         )
 
 
+def command_name() -> str:
+    """The command that runs hermes-gateway the way this process was started: dev.py says
+    so in HERMES_INVOKED_AS (``python3 dev.py``), else the installed ``hermes-gateway``."""
+    return os.environ.get("HERMES_INVOKED_AS", "").strip() or "hermes-gateway"
+
+
 def missing_model_message() -> str:
     """What to set when no model is configured; shown in chat and on the console."""
     return (
         "No language model is configured yet. Set LLM_PROVIDER (openai, anthropic or ollama), "
         "LLM_MODEL_NAME and LLM_API_KEY (not needed for ollama), plus LLM_BASE_URL for a "
         "self-hosted or OpenAI-compatible server, in the environment or in .env, then "
-        "restart. To see a recorded run offline, try `hermes-gateway demo`."
+        f"restart. To see a recorded run offline, try `{command_name()} demo`."
     )
 
 

@@ -22,7 +22,7 @@ from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
 from agent_core.runtime import build_registry, build_runtime, start_mcp
-from agent_core.settings import ModelSpec, missing_model_message
+from agent_core.settings import ModelSpec, command_name, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.factory import open_store
 from agent_core.store.keys import check_conversation_id
@@ -278,7 +278,7 @@ def _cmd_demo(args: argparse.Namespace, settings: GatewaySettings) -> int:
 async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
                 verbose: bool) -> int:
     console = Console(stderr=json_out)
-    console.print(f"[bold]hermes-gateway demo[/]: replaying a model session recorded on "
+    console.print(f"[bold]{command_name()} demo[/]: replaying a model session recorded on "
                   f"{session['recorded_on']} through the real OpenAI-compatible adapter and "
                   "agent loop. No API key or network needed; the tools run for real.")
     console.print(f"[bold]task:[/] {session['task']}\n")
@@ -298,7 +298,7 @@ async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
         await server.stop()
     console.print(f"\nThe report was appended under {settings.hermes_data_dir / 'reports'}. "
                   "Configure a model (see .env.example) and try "
-                  "`hermes-gateway run --task ...` to do the same live.")
+                  f"`{command_name()} run --task ...` to do the same live.")
     return code
 
 

@@ -47,6 +47,10 @@ class Router:
         routed = await self._route(msg, dedupe_key(msg))
         if self.counted is not None:
             self.counted(msg, routed)
+        # One line per inbound message at INFO (never its text: it may hold anything).
+        log.info("inbound channel=%s conversation=%s %s%s", msg.channel, msg.conversation_id,
+                 routed.status, f" task={routed.task_id}" if routed.task_id else
+                 f" ({routed.reason})" if routed.reason else "")
         return routed
 
     async def _route(self, msg: InboundMessage, dedupe_key: str | None) -> Routed:

@@ -193,6 +193,7 @@ class WorkerPool:
     # --- handling one item -------------------------------------------------------------
     async def _handle(self, head: Head, still_ours: Callable[[], Awaitable[bool]]) -> None:
         item = head.item
+        started = time.monotonic()
         with trace_context(item.task_id, item.inbound.conversation_id):
             while True:
                 try:
@@ -214,6 +215,11 @@ class WorkerPool:
                     break
             if result is not None:
                 await self.replies.deliver(item, result)
+            # One line per task at INFO: traffic visible without debug logs (no text).
+            log.info("task %s %s channel=%s conversation=%s seconds=%.2f", item.task_id,
+                     result.outcome if result is not None else "skipped",
+                     item.inbound.channel, item.inbound.conversation_id,
+                     time.monotonic() - started)
 
     async def _give_up(self, head: Head) -> None:
         log.error("giving up on %s after %d attempts", head.item.id, MAX_ATTEMPTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from typing import Any
 
 import pytest
@@ -255,3 +256,24 @@ async def test_recent_messages_follow_the_api_s_auth_rules(make_gateway: Gateway
     assert (await h.client.get(url)).status == 401
     ok = await h.client.get(url, headers={"Authorization": "Bearer key-one-abcdefgh"})
     assert ok.status == 200
+
+
+async def test_one_info_line_per_inbound_message_and_per_finished_task(
+        make_gateway: GatewayFactory, caplog: pytest.LogCaptureFixture) -> None:
+    h = await make_gateway()
+    h.model.add(Reply("the private answer"))
+    caplog.set_level("INFO")
+    body = await (await h.client.post("/agent/run", json={
+        "text": "my private question", "conversation_id": "logged"})).json()
+    await h.wait_for(lambda: any(r.getMessage().startswith(f"task {body['task_id']}")
+                                 for r in caplog.records))
+    await (await h.client.post("/agent/run", json={"text": "/status",
+                                                    "conversation_id": "logged"})).json()
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "INFO"
+             and r.name in ("gateway.router", "gateway.worker")]
+    assert f"inbound channel=api conversation=api:logged queued task={body['task_id']}" in lines
+    assert "inbound channel=api conversation=api:logged command (status)" in lines
+    [finished] = [line for line in lines if line.startswith(f"task {body['task_id']}")]
+    assert re.fullmatch(rf"task {body['task_id']} answered channel=api "
+                        r"conversation=api:logged seconds=\d+\.\d\d", finished), finished
+    assert not any("private" in r.getMessage() for r in caplog.records)

@@ -153,3 +153,22 @@ def test_a_cli_write_waits_for_the_operator(capsys: pytest.CaptureFixture[str],
     assert asked == ['Approve write_file {"path": "notes.txt", "content": "hello"}? [y/N] ']
     assert "rejected" in json.dumps(server.requests[-1][1]["messages"][-1])
     assert not list((tmp_path / "sandboxes").glob("cli_*/*/notes.txt"))
+
+
+def test_the_suggested_commands_are_typed_the_way_the_user_started_it(tmp_path: Path) -> None:
+    """Started through dev.py (no hermes-gateway on PATH), the no-model reply and the demo
+    suggest `python3 dev.py ...`, which works for that user."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "HERMES_", "VIRTUAL_ENV"))}
+    env.update(HERMES_DATA_DIR=str(tmp_path / "data"), HERMES_VENV=str(Path(sys.prefix)),
+               PATH="/usr/bin:/bin")
+    out = subprocess.run([sys.executable, "dev.py", "run", "--task", "hello"], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2, out.stderr
+    assert f"`{Path(sys.executable).name} dev.py demo`" in out.stderr, out.stderr
+    assert "hermes-gateway demo" not in out.stderr

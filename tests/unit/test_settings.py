@@ -85,8 +85,11 @@ def test_secret_values_are_not_echoed_in_errors(monkeypatch: pytest.MonkeyPatch)
     assert "sk-secret-in-error" not in str(err.value)
 
 
-def test_missing_model_message_names_the_settings_and_the_demo() -> None:
+def test_missing_model_message_names_the_settings_and_the_demo(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     text = missing_model_message()
     for name in ("LLM_PROVIDER", "LLM_MODEL_NAME", "LLM_API_KEY", "LLM_BASE_URL",
-                 "hermes-gateway demo"):
+                 "`hermes-gateway demo`"):
         assert name in text
+    monkeypatch.setenv("HERMES_INVOKED_AS", "python3 dev.py")
+    assert "`python3 dev.py demo`" in missing_model_message()
