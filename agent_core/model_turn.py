@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from . import tracing
 from .context.tokens import TokenCounter
 from .context.window import WindowPolicy, fit
 from .errors import ContextLengthError
@@ -66,11 +67,21 @@ class ModelTurn:
             on_event=_ModelEvents(run),
         )
         started = time.perf_counter()
-        try:
-            response = await self.model.complete(request)
-        finally:
-            run.report.model_time += time.perf_counter() - started
-            run.report.model_calls += 1
+        provider, _, name = str(getattr(self.model, "name", "")).rpartition(":")
+        with tracing.span(f"chat {name}", {  # OpenTelemetry's GenAI conventions
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": name,
+                "gen_ai.provider.name": provider, "hermes.round": run.state.round},
+                kind="client") as span:
+            try:
+                response = await self.model.complete(request)
+            finally:
+                run.report.model_time += time.perf_counter() - started
+                run.report.model_calls += 1
+            span.set_attributes({
+                "gen_ai.usage.input_tokens": response.usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": response.usage.completion_tokens,
+                "gen_ai.response.model": response.model or name,
+                "hermes.tool_calls": len(response.tool_calls)})
         run.report.prompt_tokens += response.usage.prompt_tokens
         run.report.completion_tokens += response.usage.completion_tokens
         return response

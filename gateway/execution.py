@@ -164,7 +164,8 @@ class Execution:
                                 item.task_id),
             data_dir=self.settings.hermes_data_dir,
             extra={**self.settings.tool_extra(), "channel": msg.channel,
-                   "reply_target": msg.reply_target, **extra},
+                   "reply_target": msg.reply_target, **extra,
+                   **({"traceparent": item.traceparent} if item.traceparent else {})},
             control=control)
 
     async def _mark_merged(self, task_id: str, into: str, msg: InboundMessage) -> None:

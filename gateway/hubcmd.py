@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agent_core import ConfigError, load_settings
+from agent_core import ConfigError, load_settings, tracing
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import UnconfiguredModel, build_runtime, start_mcp
 from agent_core.store import MemoryConversationStore
@@ -89,9 +89,11 @@ async def _services(settings: GatewaySettings) -> int:
     from hub import Bus
     from hub.services import start_services
 
+    tracing.configure("hermes-hub")
     bus = await Bus.connect(settings)
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(bus.close)
+        stack.push_async_callback(asyncio.to_thread, tracing.flush)
         await start_services(bus, settings, stack)
         tools = ", ".join(settings.hub_tools) or "none (HUB_TOOLS)"
         Console(stderr=True).print("[bold]hermes hub[/]: discovery, the deadline watch, the "
@@ -106,6 +108,7 @@ async def _agent(settings: GatewaySettings, agent_id: str,
     from hub import AgentRunner, Bus
     from hub.loop_agent import LoopAgent
 
+    tracing.configure(f"hermes-agent-{agent_id}")
     model = None if settings.model_configured else UnconfiguredModel()
     runtime = build_runtime(settings, store=MemoryConversationStore(), model=model)
     bus = await Bus.connect(settings)
@@ -120,6 +123,7 @@ async def _agent(settings: GatewaySettings, agent_id: str,
         await runner.stop()
         await bus.close()
         await runtime.aclose()
+        await asyncio.to_thread(tracing.flush)
     return 0
 
 

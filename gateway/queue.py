@@ -44,6 +44,8 @@ class WorkItem(BaseModel):
     schedule: dict[str, Any] | None = None
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     enqueued_at: float = Field(default_factory=time.time)
+    #: The span that queued it (W3C traceparent), when traces are exported.
+    traceparent: str | None = None
 
 
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 
 from adapters.base import InboundMessage, Routed
-from agent_core import TaskState
+from agent_core import TaskState, tracing
 from agent_core.store.keys import check_conversation_id
 
 from .access import AccessPolicy
@@ -44,7 +44,14 @@ class Router:
 
     async def ingest(self, msg: InboundMessage) -> Routed:
         """Route one message; returns once it is durably queued (or answered)."""
-        routed = await self._route(msg, dedupe_key(msg))
+        task_id = uuid.uuid4().hex  # also the trace's id, as in the logs and events
+        with tracing.span("inbound", {"hermes.channel": msg.channel,
+                                      "hermes.conversation_id": msg.conversation_id},
+                          trace_id=task_id, kind="server") as span:
+            routed = await self._route(msg, dedupe_key(msg), task_id)
+            span.set_attribute("hermes.routed", routed.status)
+            if routed.task_id:
+                span.set_attribute("hermes.task_id", routed.task_id)
         if self.counted is not None:
             self.counted(msg, routed)
         # One line per inbound message at INFO (never its text: it may hold anything).
@@ -53,7 +60,8 @@ class Router:
                  f" ({routed.reason})" if routed.reason else "")
         return routed
 
-    async def _route(self, msg: InboundMessage, dedupe_key: str | None) -> Routed:
+    async def _route(self, msg: InboundMessage, dedupe_key: str | None, task_id: str
+                     ) -> Routed:
         check_conversation_id(msg.conversation_id)
         decision = self.policy.check(msg)
         if decision.verdict == "ignore":
@@ -72,8 +80,7 @@ class Router:
             await self.deliverer.deliver(msg.reply(text, "notice"))
             return Routed("command", reason=command, reply=text)
 
-        task_id = uuid.uuid4().hex
-        item = WorkItem(inbound=msg, task_id=task_id)
+        item = WorkItem(inbound=msg, task_id=task_id, traceparent=tracing.traceparent())
         placeholder = TaskState(
             task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
             user_id=msg.user_id, role="", permissions=[], instruction=msg.text,

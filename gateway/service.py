@@ -20,7 +20,7 @@ import yaml
 
 from adapters.base import Channel
 from adapters.errors import GatewayStopping
-from agent_core import ConfigError
+from agent_core import ConfigError, tracing
 from agent_core.background import repeating
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
@@ -110,6 +110,9 @@ class Gateway:
     async def _start(self, stack: contextlib.AsyncExitStack) -> Parts:
         settings = self.settings
         register_secrets(settings.secret_values())
+        if tracing.configure("hermes-gateway"):
+            # Closed last: what the stop itself recorded is exported too.
+            stack.push_async_callback(asyncio.to_thread, tracing.flush)
         opened = await open_store(settings, pooled=min(settings.hermes_workers + 8, 128))
         stack.push_async_callback(opened.close)
         store = opened.store

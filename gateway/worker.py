@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from agent_core import StoreUnavailableError
+from agent_core import StoreUnavailableError, TaskResult, tracing
 from agent_core.log import trace_context
 
 from .execution import Execution
@@ -194,32 +194,66 @@ class WorkerPool:
     async def _handle(self, head: Head, still_ours: Callable[[], Awaitable[bool]]) -> None:
         item = head.item
         started = time.monotonic()
+        # The span that queued it, or (an approval, a continued task) the task's first.
+        parent = item.traceparent or (head.task.extra.get("traceparent") if head.task
+                                      else None)
         with trace_context(item.task_id, item.inbound.conversation_id):
-            while True:
-                try:
-                    result = await self.execution.execute(head)
-                    break
-                except StoreUnavailableError as exc:
-                    log.warning("task %s lost the store (%s); it waits for it", item.task_id,
-                                exc)
-                    if not await self.outage.back():
-                        if self.outage.first_notice(item.task_id):
-                            await self.replies.delayed(item)
-                        raise  # the item stays queued: continued once the store is back
-                    if not await still_ours():
-                        return  # another worker took the conversation over meanwhile
-                    head = await self.execution.reread(head)
-                except Exception:
-                    log.exception("task %s failed unexpectedly", item.task_id)
-                    result = await self.replies.without_agent(item, CRASHED, "failed")
-                    break
-            if result is not None:
-                await self.replies.deliver(item, result)
+            self._record_waits(head, parent)
+            with tracing.span("task", {"hermes.task_id": item.task_id, "hermes.kind": item.kind,
+                                       "hermes.channel": item.inbound.channel,
+                                       "hermes.conversation_id": item.inbound.conversation_id},
+                              parent=parent, trace_id=item.task_id, kind="consumer") as span:
+                finished, result = await self._execute(head, still_ours)
+                if not finished:
+                    return  # another worker took the conversation over meanwhile
+                span.set_attribute("hermes.outcome", result.outcome if result else "skipped")
+                if result is not None:
+                    with tracing.span("deliver", {"hermes.channel": item.inbound.channel}):
+                        await self.replies.deliver(item, result)
             # One line per task at INFO: traffic visible without debug logs (no text).
             log.info("task %s %s channel=%s conversation=%s seconds=%.2f", item.task_id,
                      result.outcome if result is not None else "skipped",
                      item.inbound.channel, item.inbound.conversation_id,
                      time.monotonic() - started)
+
+    async def _execute(self, head: Head, still_ours: Callable[[], Awaitable[bool]]
+                       ) -> tuple[bool, TaskResult | None]:
+        """The item's task carried out, waiting out a store outage: (False, None) when
+        another worker took the conversation over meanwhile."""
+        item = head.item
+        while True:
+            try:
+                return True, await self.execution.execute(head)
+            except StoreUnavailableError as exc:
+                log.warning("task %s lost the store (%s); it waits for it", item.task_id, exc)
+                if not await self.outage.back():
+                    if self.outage.first_notice(item.task_id):
+                        await self.replies.delayed(item)
+                    raise  # the item stays queued: continued once the store is back
+                if not await still_ours():
+                    return False, None
+                head = await self.execution.reread(head)
+            except Exception:
+                log.exception("task %s failed unexpectedly", item.task_id)
+                return True, await self.replies.without_agent(item, CRASHED, "failed")
+
+    @staticmethod
+    def _record_waits(head: Head, parent: str | None) -> None:
+        """Spans for the time the item waited in its queue and, for an approval, the time
+        the call waited for a person."""
+        if not tracing.enabled():
+            return
+        item, now = head.item, time.time()
+        tracing.record("queued", {"hermes.kind": item.kind}, parent=parent,
+                       trace_id=item.task_id, start_time=item.enqueued_at, end_time=now)
+        pending = head.task.approval if head.task else None
+        if item.kind == "approval" and item.approval is not None and pending is not None:
+            tracing.record("approval", {
+                "hermes.tool": pending.tool_name, "hermes.approved": bool(
+                    item.approval.get("approved")),
+                "hermes.decided_by": str(item.approval.get("by", ""))},
+                parent=parent, trace_id=item.task_id, start_time=pending.requested_at,
+                end_time=item.enqueued_at)
 
     async def _give_up(self, head: Head) -> None:
         log.error("giving up on %s after %d attempts", head.item.id, MAX_ATTEMPTS)

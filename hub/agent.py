@@ -26,9 +26,18 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from agent_core import tracing
 from agent_core.background import Background
 
-from .bus import TASKS, Bus, Headers, durable_of, reply_subject, request_subject
+from .bus import (
+    TASKS,
+    Bus,
+    Headers,
+    durable_of,
+    reply_subject,
+    request_subject,
+    traceparent_of,
+)
 from .deadlines import deadline_of
 from .discovery import Heartbeats
 from .messages import Envelope, TaskRequest, TaskResponse, Violation
@@ -172,8 +181,14 @@ class AgentRunner:
         self.agent._publish = publish
         self.busy = True
         try:
-            async with asyncio.timeout(max(0.0, deadline_of(message) - time.time())):
-                response = await self.agent.on_message(message)
+            with tracing.span(f"hub task_request {self.agent.agent_id}", {
+                    "hmp.intent": message.intent, "hmp.correlation_id": headers.correlation_id,
+                    "hmp.sender_id": message.sender_id, "hmp.task_id": message.task_id,
+                    "hmp.delivery": msg.metadata.num_delivered}, parent=traceparent_of(msg),
+                    kind="consumer") as span:
+                async with asyncio.timeout(max(0.0, deadline_of(message) - time.time())):
+                    response = await self.agent.on_message(message)
+                span.set_attribute("hmp.status", response.status)
         except TimeoutError:
             # The hub has answered TIMEOUT; an answer now would contradict it.
             log.info("agent %s dropped task %s: its deadline passed", self.agent.agent_id,

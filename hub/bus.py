@@ -25,6 +25,8 @@ from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 
+from agent_core import tracing
+
 from .connection import open_connection
 from .errors import BusOverloaded
 from .messages import Envelope, Message, TaskRequest, TaskResponse, Violation, parse
@@ -62,6 +64,18 @@ class Headers:
         correlation = headers.get(CORRELATION) or (envelope.correlation_id if envelope
                                                    else uuid.uuid4().hex)
         return cls(correlation, headers.get(TRACE) or correlation)
+
+
+def with_trace(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` and, when traces are exported, the current span's traceparent: the
+    receiver's spans continue the sender's trace."""
+    parent = tracing.traceparent()
+    return {**headers, tracing.TRACEPARENT: parent} if parent else headers
+
+
+def traceparent_of(msg: Msg) -> str | None:
+    """The sender's span, as the message's headers carry it."""
+    return (msg.headers or {}).get(tracing.TRACEPARENT)
 
 
 def durable_of(agent_id: str) -> str:
@@ -146,9 +160,9 @@ class Bus:
     async def publish(self, subject: str, message: Envelope, headers: Headers) -> bool:
         """Persist ``message`` on ``subject``; False when JetStream already had it (the
         same message id within the duplicate window)."""
-        ack = await self.js.publish(subject, message.to_json(), headers={
+        ack = await self.js.publish(subject, message.to_json(), headers=with_trace({
             MSG_ID: message.message_id, CORRELATION: headers.correlation_id,
-            TRACE: headers.trace_id})
+            TRACE: headers.trace_id}))
         if ack.duplicate:
             log.info("duplicate publish of %s on %s dropped", message.message_id, subject)
         return not ack.duplicate

@@ -31,9 +31,10 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from agent_core import tracing
 from agent_core.tools import ToolContext, ToolExecutor, ToolRegistry
 
-from .bus import Bus, Headers, reply_subject
+from .bus import Bus, Headers, reply_subject, traceparent_of, with_trace
 from .contexts import Contexts
 from .messages import ContextUpdate, Envelope, TaskResponse, ToolCall, Violation
 
@@ -92,13 +93,17 @@ class HubCalls(abc.ABC):
                 error_code="INVALID_MESSAGE", result={"field": exc.field, "rule": exc.rule}))
             return
         headers = Headers.of(msg, message)
-        try:
-            response = await self.handle(message, headers)
-        except Exception:
-            log.exception("%s %s failed", self.prefix, message.message_id)
-            response = self.failed(message, headers, "HUB_ERROR",
-                                   "the hub could not handle this call; see its log")
-        await self._answer(msg, headers, response)
+        with tracing.span(f"hub {self.prefix}", {"hmp.correlation_id": headers.correlation_id,
+                                                 "hmp.sender_id": message.sender_id},
+                          parent=traceparent_of(msg), kind="server") as span:
+            try:
+                response = await self.handle(message, headers)
+            except Exception:
+                log.exception("%s %s failed", self.prefix, message.message_id)
+                response = self.failed(message, headers, "HUB_ERROR",
+                                       "the hub could not handle this call; see its log")
+            span.set_attribute("hmp.status", response.status)
+            await self._answer(msg, headers, response)
 
     def failed(self, message: Envelope, headers: Headers, code: str, error: str,
                **details: Any) -> TaskResponse:
@@ -224,9 +229,11 @@ async def share_context(bus: Bus, update: ContextUpdate, *,
 
 async def _call(bus: Bus, subject: str, message: Envelope, wait: float) -> TaskResponse:
     try:
-        reply = await bus.nc.request(subject, message.to_json(), timeout=wait, headers={
-            "Correlation-ID": message.correlation_id, "Trace-ID": message.correlation_id,
-            "Nats-Msg-Id": message.message_id})
+        reply = await bus.nc.request(subject, message.to_json(), timeout=wait,
+                                     headers=with_trace({
+                                         "Correlation-ID": message.correlation_id,
+                                         "Trace-ID": message.correlation_id,
+                                         "Nats-Msg-Id": message.message_id}))
     except NoRespondersError:
         return _local_failure(message, "NO_HUB", "no hub service answers on "
                               f"{subject.rsplit('.', 1)[0]} (start hermes-gateway hub)")

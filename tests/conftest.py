@@ -41,7 +41,7 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     for var in [k for k in os.environ if k.startswith(("LLM_", "HERMES_", "SLACK_",
-                                                        "TELEGRAM_", "AGENT_"))]:
+                                                        "TELEGRAM_", "AGENT_", "OTEL_"))]:
         monkeypatch.delenv(var)
     yield
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .. import tracing
 from ..errors import ApprovalRequired, ToolError
 from ..redaction import redact
 from ._schema import ArgumentError
@@ -275,7 +276,22 @@ class ToolExecutor:
         inv = Invocation(tool, dict(arguments), ctx, call_id, approved or approved_by is not None)
         if approved_by is not None:
             inv.extra["approved_by"] = approved_by
-        result = await self._handler(inv)
+        paused: ApprovalRequired | None = None
+        with tracing.span(f"execute_tool {name}", {  # OpenTelemetry's GenAI conventions
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": call_id or "", "hermes.side_effect": tool.side_effect,
+                "hermes.approved": inv.approved}) as span:
+            try:
+                result = await self._handler(inv)
+            except ApprovalRequired as signal:  # a pause, not a failure of the span
+                span.set_attribute("hermes.approval_required", True)
+                paused = signal
+            else:
+                span.set_attribute("hermes.ok", result.ok)
+                if result.error is not None:
+                    span.fail(result.error.type)
+        if paused is not None:
+            raise paused
         result.duration = time.perf_counter() - started
         result.call_id = call_id
         if result.ok:
