@@ -108,7 +108,8 @@ class ReplayModelServer:
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/api/chat", self._ollama)
         app.router.add_post("/v1/embeddings", self._embeddings)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A client that goes away (a stopped task) ends its request, as a real server does.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()

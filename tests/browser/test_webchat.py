@@ -8,11 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.async_api import expect
 
 from agent_core.models.replay import Failure, Reply
 
 from .conftest import EXPECT_MS, Chat
+
+#: A browser, a gateway and several round trips per test: room for a loaded machine.
+pytestmark = pytest.mark.timeout(180)
 
 SAVE = Reply.call("save_daily_report", {"content": "Q3 revenue: 1.2M"})
 HOSTILE = ("**bold** and `code`\n\n- one\n- two\n\n```\nblock line\n```\n\n"
@@ -137,6 +141,8 @@ async def test_a_question_s_choices_are_buttons_that_continue_the_task(chat: Any
                         Reply("Here are last week's numbers."))
     await c.send("sales numbers")
     await expect(c.page.get_by_text("Which week?")).to_be_visible()
+    await c.page.reload()  # the open question and its choices come back
+    await expect(c.page.get_by_text("Which week?")).to_have_count(1)
     await c.page.get_by_role("button", name="last week").click()
     await expect(c.page.get_by_text("Here are last week's numbers.")).to_be_visible()
     await expect(c.bubbles("user")).to_have_text(["sales numbers", "last week"])
