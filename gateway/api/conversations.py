@@ -31,10 +31,9 @@ async def recent_messages(request: web.Request) -> web.Response:
     messages: list[dict[str, object]] = []
     open_tasks: list[dict[str, object]] = []
     for state in tasks:
-        if state.extra.get("continued"):  # a reply to a question: shown as the user's turn
-            messages.append(_message(state, "user", state.instruction, state.created_at))
-            continue
         messages.append(_message(state, "user", state.instruction, state.created_at))
+        if state.extra.get("continued"):  # a reply to a question: only the user's turn
+            continue
         if state.status in TERMINAL and not state.superseded:
             messages.append(_message(state, "assistant", state.result_text or "",
                                      state.updated_at))
