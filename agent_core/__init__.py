@@ -1,4 +1,9 @@
-"""hermes agent runtime: a controllable, observable tool-calling loop."""
+"""hermes agent runtime: a controllable, observable tool-calling loop.
+
+Settings (pydantic-settings) are imported when first used: a process handed its settings,
+or needing none, does not load them."""
+
+from typing import TYPE_CHECKING
 
 from .decisions import DECISION_TYPES, AgentDecision, DecisionType
 from .errors import (
@@ -19,7 +24,6 @@ from .loop import Approval, LoopConfig, TaskLoop
 from .messages import Message, ToolCall
 from .parser import DecisionParser
 from .report import TaskReport
-from .settings import Settings, load_settings
 from .task import (
     PAUSED,
     TERMINAL,
@@ -85,3 +89,8 @@ __all__ = [
     "load_settings",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from .settings import Settings, load_settings
+
+__getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings"})

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .events import Event, EventBus, EventType
 from .messages import Message
 from .report import TaskReport
-from .settings import Settings
 from .store.base import Snapshot
 from .task import RuntimeState, TaskControl, TaskState
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -285,6 +284,8 @@ class _YamlSource(PydanticBaseSettingsSource):
 
 
 def _flatten_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # only when there is a settings file to read
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:

@@ -1,11 +1,28 @@
-"""Model adapters behind one interface; switching provider is configuration only."""
+"""Model adapters behind one interface; switching provider is configuration only.
 
-from .anthropic import AnthropicModel
+The adapters and their HTTP stack (httpx over aiohttp's pool) are imported when first
+used, so that importing the runtime does not load them: a process that builds no model
+(the hub's services, a tool module) never pays for them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy_exports
 from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
-from .factory import build_adapter, build_model
 from .fallback import FallbackModel
-from .ollama import OllamaModel
-from .openai_compat import OpenAICompatModel
+
+if TYPE_CHECKING:
+    from .anthropic import AnthropicModel
+    from .factory import build_adapter, build_model
+    from .ollama import OllamaModel
+    from .openai_compat import OpenAICompatModel
+
+__getattr__ = lazy_exports(__name__, {
+    "AnthropicModel": "anthropic", "OllamaModel": "ollama",
+    "OpenAICompatModel": "openai_compat", "build_adapter": "factory",
+    "build_model": "factory",
+})
 
 __all__ = [
     "AnthropicModel",

@@ -8,7 +8,6 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import ToolDefinitionError
@@ -115,6 +114,8 @@ class ExplicitArguments:
     """Validates arguments against a JSON Schema the tool author wrote."""
 
     def __init__(self, schema: dict[str, Any], name: str) -> None:
+        import jsonschema  # only tools with a written schema (MCP tools) need it: ~70 ms
+
         # The draft the schema names ($schema; MCP servers often write draft-07), else 2020-12.
         validator = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
         try:
