@@ -74,6 +74,15 @@ class OutboundMessage(BaseModel):
     #: again after a restart edits that message, so the person never sees it twice.
     replaces: dict[str, Any] | None = None
 
+    def edits(self, key: str) -> dict[str, Any] | None:
+        """The ref of the message this reply edits in place, when it does: sent before, and
+        plain text (buttons, of a question or an approval, are posted anew). ``key`` is
+        what the channel's refs must hold (Slack's ``ts``, Telegram's ``message_id``)."""
+        ref = self.replaces
+        if ref and ref.get(key) and not self.choices and self.kind != "approval":
+            return ref
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Routed:

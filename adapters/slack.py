@@ -256,10 +256,9 @@ class SlackChannel(Channel):
         target = message.reply_target
         channel = target["channel"]
         chunks = split_text(to_mrkdwn(message.text), TEXT_LIMIT) or ["(empty answer)"]
-        if message.replaces and message.replaces.get("ts") and not message.choices \
-                and message.kind != "approval":
+        before = message.edits("ts")
+        if before is not None:
             # Sent before (its removal from the queue was lost): edit the message it is in.
-            before = message.replaces
             await self._call("chat_update", before["channel"], channel=before["channel"],
                              ts=before["ts"], text=chunks[-1])
             return before

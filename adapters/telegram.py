@@ -230,9 +230,8 @@ class TelegramChannel(Channel):
     async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
         target = message.reply_target
         chunks = split_text(message.text, _SPLIT_AT) or ["(empty answer)"]
-        ref = message.replaces
-        if ref and ref.get("message_id") and not message.choices \
-                and message.kind != "approval":
+        ref = message.edits("message_id")
+        if ref is not None:
             # Sent before (its removal from the queue was lost): edit the message it is in.
             await self._edit(ref, chunks[-1])
             return ref
