@@ -10,6 +10,7 @@ const log = $("log"), form = $("form"), input = $("text"), send = $("send"), sto
 const working = $("working");
 const ENDED = ["answered", "failed", "limit", "invalid", "cancelled"];
 const FAILED = ["failed", "limit", "invalid", "cancelled"];
+const WELCOME = "Hi! I'm hermes. Ask me something; I'll show each step as I work.";
 
 let conversation = localStorage.getItem("hermes.conversation") || newId();
 localStorage.setItem("hermes.conversation", conversation);
@@ -57,12 +58,21 @@ function step(cls, text) {
   const d = document.createElement("div"); d.className = cls; d.textContent = text;
   stepsBox().appendChild(d); scrollDown();
 }
+// An answer (or what a failed task says): Markdown, or plain text styled as an error.
+function answer(text, outcome) {
+  const failed = FAILED.includes(outcome);
+  return bubble("bot", text || "(no answer)", {md: !failed, error: failed});
+}
+function welcome() { bubble("bot", WELCOME); }
+// A task continued after a restart or an outage may finish again with the same answer:
+// shown once (an event carries at most 4000 characters of the text).
+function answerKey(taskId, outcome, text) { return taskId + "\n" + outcome + "\n" + (text || "").slice(0, 4000); }
 function brief(v) { const s = typeof v === "string" ? v : JSON.stringify(v); return s.length > 160 ? s.slice(0, 159) + "…" : s; }
 
 // --- tasks this page follows -------------------------------------------------------------
 // task id -> {status, es, draft}; "queued"/"running" keep the page busy.
 const tasks = new Map();
-const shown = new Set();      // answers shown (a task continued after a restart may repeat one)
+const shown = new Set();      // answerKey of each answer shown
 const approvals = new Map();  // approval id -> its bubble's button row
 
 function busy() { return [...tasks.values()].some((t) => t.status === "queued" || t.status === "running"); }
@@ -154,10 +164,10 @@ function follow(taskId, status) {
   on("AGENT_FINISHED", (p) => {
     undraft();
     if (p.outcome === "awaiting_approval") { setStatus(taskId, p.outcome); return; }
-    const key = taskId + "\n" + p.outcome + "\n" + (p.text || "");
+    const key = answerKey(taskId, p.outcome, p.text);
     if (!shown.has(key)) {
       shown.add(key);
-      const b = bubble("bot", p.text || "(no answer)", {md: !FAILED.includes(p.outcome), error: FAILED.includes(p.outcome)});
+      const b = answer(p.text, p.outcome);
       if (p.outcome === "asked_user") choices(b, taskId);
     }
     if (ENDED.includes(p.outcome)) forget(taskId); else setStatus(taskId, p.outcome);
@@ -247,15 +257,15 @@ async function restore() {
     if (!r.ok) throw new Error((await r.json().catch(() => ({}))).error || r.status);
     body = await r.json();
   } catch (e) {
-    bubble("bot", "Hi! I'm hermes. Ask me something; I'll show each step as I work.");
+    welcome();
     return;
   }
-  if (!body.messages.length) bubble("bot", "Hi! I'm hermes. Ask me something; I'll show each step as I work.");
+  if (!body.messages.length) welcome();
   for (const m of body.messages) {
     if (m.role === "user") bubble("user", m.text);
     else {
-      shown.add(m.task_id + "\n" + m.status + "\n" + m.text.slice(0, 4000));
-      bubble("bot", m.text || "(no answer)", {md: !FAILED.includes(m.status), error: FAILED.includes(m.status)});
+      shown.add(answerKey(m.task_id, m.status, m.text));
+      answer(m.text, m.status);
     }
   }
   for (const t of body.open_tasks) follow(t.task_id, t.status);
@@ -288,7 +298,7 @@ $("newchat").onclick = () => {
   for (const id of [...tasks.keys()]) forget(id);
   conversation = newId(); localStorage.setItem("hermes.conversation", conversation);
   log.innerHTML = ""; showConversation();
-  bubble("bot", "Hi! I'm hermes. Ask me something; I'll show each step as I work.");
+  welcome();
 };
 showConversation();
 restore();
