@@ -221,6 +221,22 @@ def test_the_hub_runs_on_a_bundled_nats_with_its_agents(helm: Path) -> None:
                                      {"secretRef": {"name": "summarizer-model-key"}}]
 
 
+def test_every_deployment_is_scheduled_by_the_same_values(helm: Path, tmp_path: Path) -> None:
+    placement = {"nodeSelector": {"pool": "agents"},
+                 "tolerations": [{"key": "spot", "operator": "Exists"}],
+                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                     "nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "zone", "operator": "In", "values": ["a"]}]}]}}}}
+    values = tmp_path / "placement.yaml"
+    values.write_text(yaml.safe_dump(placement))
+    docs = render(helm, "-f", str(CHART / "examples" / "hub.yaml"), "-f", str(values))
+    deployments = by_kind(docs, "Deployment")
+    assert len(deployments) == 4  # the gateway, the hub and two agents
+    for name, deployment in deployments.items():
+        spec = deployment["spec"]["template"]["spec"]
+        assert {k: spec.get(k) for k in placement} == placement, name
+
+
 def test_an_external_nats(helm: Path) -> None:
     docs = render(helm, "-f", str(CHART / "examples" / "external-nats.yaml"))
     assert "rel-hermes-gateway-nats" not in by_kind(docs, "StatefulSet")

@@ -151,3 +151,19 @@ capabilities:
 {{- fail "metrics.serviceMonitor.enabled: /metrics needs a bearer token; set metrics.serviceMonitor.bearerTokenSecret.name and .key to a Secret key holding one of HERMES_API_KEYS" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Where the chart's hermes-gateway pods may run (every Deployment's pod spec). */}}
+{{- define "hermes.scheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
