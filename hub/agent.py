@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import time
@@ -53,9 +54,14 @@ class Agent(abc.ABC):
     agent_id: str
     capabilities: tuple[str, ...] = ()
     version: str = "0"
+    #: Requests one copy handles at once (a TaskLoop agent: one; an agent that mostly
+    #: waits on others, like the workflow executor: many).
+    concurrency: int = 1
 
     def __init__(self) -> None:
-        self._publish: Publish | None = None
+        #: How the request being handled (in this task) publishes.
+        self._publish: contextvars.ContextVar[Publish] = contextvars.ContextVar(
+            f"publish-{id(self)}")
 
     @abc.abstractmethod
     async def on_message(self, request: TaskRequest) -> TaskResponse:
@@ -63,9 +69,10 @@ class Agent(abc.ABC):
 
     async def publish(self, subject: str, message: Envelope) -> bool:
         """Send another message on the hub (the runner adds the request's headers)."""
-        if self._publish is None:
-            raise RuntimeError(f"agent {self.agent_id!r} is not running on a hub")
-        return await self._publish(subject, message)
+        publish = self._publish.get(None)
+        if publish is None:
+            raise RuntimeError(f"agent {self.agent_id!r} is not handling a request on a hub")
+        return await publish(subject, message)
 
     def respond(self, request: TaskRequest, status: str, result: dict[str, object] | None
                 = None, *, error_code: str | None = None) -> TaskResponse:
@@ -83,12 +90,20 @@ class AgentRunner:
         self.bus = bus
         self.agent = agent
         self.handled = 0
-        self.busy = False
+        #: Requests being handled now.
+        self.in_hand = 0
         self.heartbeats = Heartbeats(bus, agent.agent_id, agent.capabilities,
                                      version=agent.version,
-                                     load=lambda: 100.0 if self.busy else 0.0)
+                                     load=lambda: 100.0 * self.in_hand / agent.concurrency)
         self._service: Any = None
         self._loop = Background()
+        self._slots = asyncio.Semaphore(max(1, agent.concurrency))
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether every slot of this copy is taken."""
+        return self.in_hand >= self.agent.concurrency
 
     async def start(self) -> None:
         """Bind to the agent's durable consumer and start pulling."""
@@ -107,9 +122,12 @@ class AgentRunner:
         self._service = await self._serve_status()
 
     def abandon(self) -> None:
-        """Stop pulling at once, leaving the request in hand unanswered and
-        unacknowledged (what a crash does: it is redelivered after the ack wait)."""
+        """Stop pulling at once, leaving the requests in hand unanswered and
+        unacknowledged (what a crash does: they are redelivered after the ack wait)."""
         self._loop.cancel()
+        for handler in list(self._handlers):
+            handler.cancel()
+        self.heartbeats.abandon()
 
     async def _serve_status(self) -> Any:
         """This copy in the NATS service API: ``$SRV.PING``, ``$SRV.INFO`` and
@@ -142,14 +160,22 @@ class AgentRunner:
             with contextlib.suppress(Exception):  # its connection may be gone already
                 await self._service.stop()
         await self._loop.stop(grace=10)
+        if self._handlers:
+            await asyncio.wait(self._handlers, timeout=10)
+            for handler in list(self._handlers):  # unacknowledged: redelivered elsewhere
+                handler.cancel()
+            if self._handlers:
+                await asyncio.wait(self._handlers, timeout=5)
         with contextlib.suppress(Exception):  # its connection may be gone already
             await self._subscription.unsubscribe()
 
     async def _pull(self) -> None:
         while self._loop.running:
+            await self._slots.acquire()
             try:
                 messages = await self._subscription.fetch(1, timeout=1.0)
             except Exception as exc:
+                self._slots.release()
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     # nats-py turns a cancellation inside fetch into its own timeout.
@@ -159,7 +185,31 @@ class AgentRunner:
                     await self._loop.pause(1.0)
                 continue
             for msg in messages:
-                await self._handle(msg)
+                handler = asyncio.create_task(self._hold(msg),
+                                              name=f"{self.agent.agent_id}-request")
+                self._handlers.add(handler)
+                handler.add_done_callback(self._handlers.discard)
+
+    async def _hold(self, msg: Msg) -> None:
+        """Handle one request, telling JetStream it is in progress every third of the ack
+        wait: a long task is not redelivered while this copy lives."""
+        self.in_hand += 1
+        keep = asyncio.create_task(self._in_progress(msg))
+        try:
+            await self._handle(msg)
+        except Exception:
+            log.exception("agent %s: a request's handling failed", self.agent.agent_id)
+        finally:
+            keep.cancel()
+            self.in_hand -= 1
+            self._slots.release()
+
+    async def _in_progress(self, msg: Msg) -> None:
+        every = max(0.2, self.bus.settings.hub_ack_wait / 3)
+        while True:
+            await asyncio.sleep(every)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
 
     async def _handle(self, msg: Msg) -> None:
         try:
@@ -178,8 +228,7 @@ class AgentRunner:
         async def publish(subject: str, envelope: Envelope) -> bool:
             return await self.bus.publish(subject, envelope, headers)
 
-        self.agent._publish = publish
-        self.busy = True
+        self.agent._publish.set(publish)  # this handler's task only
         try:
             with tracing.span(f"hub task_request {self.agent.agent_id}", {
                     "hmp.intent": message.intent, "hmp.correlation_id": headers.correlation_id,
@@ -198,8 +247,6 @@ class AgentRunner:
         except Exception as exc:
             await self._failed(msg, message, headers, exc)
             return
-        finally:
-            self.busy = False
         await self.bus.publish(reply_subject(message.sender_id), response, headers)
         await msg.ack()
         self.handled += 1

@@ -39,9 +39,12 @@ log = logging.getLogger(__name__)
 TASKS, REPLIES, DEAD, BAD_JSON = "HMP_TASKS", "HMP_REPLIES", "HMP_DEAD", "HMP_BAD_JSON"
 #: Tool calls as the tool service received them (calls are request-reply on tool.call.*).
 TOOLS = "HMP_TOOLS"
+#: log_event messages about a task as it runs (``log.<task_id>``): a workflow's steps, an
+#: agent's tool calls; what the A2A edge streams.
+LOG = "HMP_LOG"
 #: Each stream's subjects.
 SUBJECTS = {TASKS: "task.request.>", REPLIES: "reply.>", DEAD: "dead.>",
-            BAD_JSON: "bad_json_log.>", TOOLS: "tool.kept.>"}
+            BAD_JSON: "bad_json_log.>", TOOLS: "tool.kept.>", LOG: "log.>"}
 CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
 _DUPLICATE_WINDOW = 120.0
 #: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
@@ -93,6 +96,12 @@ def reply_subject(sender_id: str) -> str:
     return f"reply.{sender_id}"
 
 
+def log_subject(task_id: str) -> str:
+    """Where log events about task ``task_id`` go while it runs."""
+    return "log." + ("".join(c if c.isalnum() or c in "_-:@" else "_" for c in task_id)
+                     or "unknown")
+
+
 class Bus:
     """A connection to the hub: publish HMP messages, wait for answers."""
 
@@ -122,7 +131,8 @@ class Bus:
         for name, subject in SUBJECTS.items():
             config = StreamConfig(name=name, subjects=[subject],
                                   retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
-                                  max_age=retention if name in (TASKS, REPLIES, TOOLS) else None,
+                                  max_age=retention if name in (TASKS, REPLIES, TOOLS, LOG)
+                                  else None,
                                   duplicate_window=_DUPLICATE_WINDOW)
             try:
                 await self.js.add_stream(config)

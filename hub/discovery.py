@@ -74,6 +74,10 @@ class Heartbeats:
         """Stop beating (the copy goes offline after three missed beats)."""
         await self._loop.stop()
 
+    def abandon(self) -> None:
+        """Stop beating at once (what a crash does)."""
+        self._loop.cancel()
+
     def heartbeat(self) -> Heartbeat:
         """This copy's heartbeat now."""
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

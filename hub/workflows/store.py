@@ -1,0 +1,286 @@
+"""Workflows and their runs, kept on the hub (JetStream key-value buckets).
+
+``HMP_WORKFLOWS`` holds each definition version under ``<workflow_id>.<version>``; a version
+once kept never changes (keeping it again with other steps is refused), so a run that
+started on it reads the same steps to its end. ``HMP_WORKFLOW_RUNS`` holds each run's state
+under its id: the definition it runs (a copy), the document, every step's status and the
+task ids it sent. The executor writes it after every change (compare-and-set on the
+entry's revision), which is what lets another copy continue a run from its last finished
+step. Cancelling sets a flag in the entry and tells the copy running it at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any, Literal
+
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.kv import KeyValue
+from pydantic import BaseModel, Field
+
+from ..bus import Bus
+from .definition import DefinitionError, Workflow, parse_definition
+
+log = logging.getLogger(__name__)
+
+DEFINITIONS, RUNS = "HMP_WORKFLOWS", "HMP_WORKFLOW_RUNS"
+#: Where a copy running a run hears that it is cancelled.
+CANCEL = "hmp.workflow.cancel"
+_RACES = 10
+
+StepStatus = Literal["pending", "running", "success", "failed", "partial", "skipped",
+                     "cancelled"]
+RunStatus = Literal["running", "success", "failed", "cancelled"]
+
+
+class Sent(BaseModel):
+    """One task_request a step sent: to whom, with which ids, until when."""
+
+    task_id: str
+    agent: str
+    intent: str
+    arguments: dict[str, Any]
+    timestamp: float
+    deadline_ms: int
+    sender_id: str
+    #: Its answer, once it came.
+    status: str | None = None
+    error_code: str | None = None
+    result: dict[str, Any] | None = None
+
+
+class StepState(BaseModel):
+    """Where one step of a run is."""
+
+    status: StepStatus = "pending"
+    agent: str | None = None
+    error_code: str | None = None
+    result: dict[str, Any] = Field(default_factory=dict)
+    #: Its requests: the first, then one per followed next step.
+    sent: list[Sent] = Field(default_factory=list)
+    started_at: float | None = None
+    finished_at: float | None = None
+    reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the step has ended (one way or another)."""
+        return self.status not in ("pending", "running")
+
+
+class Run(BaseModel):
+    """A run's state: all another copy needs to continue it."""
+
+    run_id: str
+    workflow_id: str
+    version: int
+    definition: Workflow
+    status: RunStatus = "running"
+    correlation_id: str
+    #: Who asked (the run's task_response goes to them) and the request's task id.
+    sender_id: str
+    task_id: str
+    document: dict[str, Any]
+    steps: dict[str, StepState]
+    cancel_requested: bool = False
+    error_code: str | None = None
+    failed_step: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Every step's status, in the definition's order."""
+        return [{"id": step.id, "status": self.steps[step.id].status,
+                 "agent": self.steps[step.id].agent,
+                 "error_code": self.steps[step.id].error_code,
+                 "follow_ups": max(0, len(self.steps[step.id].sent) - 1),
+                 **({"reason": self.steps[step.id].reason} if self.steps[step.id].reason
+                    else {})}
+                for step in self.definition.steps]
+
+
+def run_id_of(sender_id: str, task_id: str) -> str:
+    """The run a request starts: the same request (a redelivery) finds the same run."""
+    digest = hashlib.sha256(f"{sender_id}\0{task_id}".encode()).hexdigest()[:20]
+    return f"run-{digest}"
+
+
+class WorkflowStore:
+    """Definitions and runs on the hub."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._definitions: KeyValue | None = None
+        self._runs: KeyValue | None = None
+
+    async def definitions(self) -> KeyValue:
+        """The definitions bucket, created on first use."""
+        if self._definitions is None:
+            self._definitions = await self.bus.js.create_key_value(KeyValueConfig(
+                bucket=DEFINITIONS, history=1, storage=StorageType.FILE))
+        return self._definitions
+
+    async def runs(self) -> KeyValue:
+        """The runs bucket (kept as long as requests are), created on first use."""
+        if self._runs is None:
+            self._runs = await self.bus.js.create_key_value(KeyValueConfig(
+                bucket=RUNS, history=1, storage=StorageType.FILE,
+                ttl=self.bus.settings.hub_request_retention))
+        return self._runs
+
+    # -- definitions -----------------------------------------------------------------
+
+    async def put(self, data: dict[str, Any], *, known: set[str] | None = None) -> Workflow:
+        """Check and keep a definition. Without a ``version`` it becomes the next one;
+        a version already kept is refused unless it is the same definition."""
+        if not isinstance(data, dict):
+            raise DefinitionError("a workflow is one object: {workflow_id, steps, ...}")
+        given = "version" in data
+        workflow = parse_definition({**data, "version": data.get("version", 1)}, known=known)
+        kv = await self.definitions()
+        for _ in range(_RACES):
+            if not given:
+                workflow = workflow.model_copy(update={
+                    "version": await self.latest_version(workflow.workflow_id) + 1})
+            key = f"{workflow.workflow_id}.{workflow.version}"
+            try:
+                await kv.create(key, workflow.model_dump_json(by_alias=True).encode())
+                return workflow
+            except KeyWrongLastSequenceError:
+                kept = await self.get(workflow.workflow_id, workflow.version)
+                if given:
+                    if kept is not None and _same(kept, workflow):
+                        return kept
+                    raise DefinitionError(
+                        f"version {workflow.version} of {workflow.workflow_id!r} is kept "
+                        "already with other steps; a version never changes (send it "
+                        "without a version to keep the next one)") from None
+        raise DefinitionError("other writers kept winning the race; try again")
+
+    async def get(self, workflow_id: str, version: int | None = None) -> Workflow | None:
+        """A version of a workflow (the latest when ``version`` is None), or None."""
+        if version is None:
+            version = await self.latest_version(workflow_id)
+            if not version:
+                return None
+        kv = await self.definitions()
+        try:
+            entry = await kv.get(f"{workflow_id}.{version}")
+        except (KeyNotFoundError, ValueError):
+            return None
+        return Workflow.model_validate_json(entry.value) if entry.value else None
+
+    async def versions(self) -> dict[str, list[int]]:
+        """Every workflow id and its versions, oldest first."""
+        kv = await self.definitions()
+        try:
+            keys = await kv.keys()
+        except NoKeysError:
+            return {}
+        found: dict[str, list[int]] = {}
+        for key in keys:
+            workflow_id, _, version = key.rpartition(".")
+            if version.isdigit():
+                found.setdefault(workflow_id, []).append(int(version))
+        return {k: sorted(v) for k, v in sorted(found.items())}
+
+    async def latest_version(self, workflow_id: str) -> int:
+        """The newest version of ``workflow_id`` (0: none)."""
+        return max((await self.versions()).get(workflow_id, [0]))
+
+    async def latest(self) -> list[Workflow]:
+        """The newest version of every workflow."""
+        found = []
+        for workflow_id, versions in (await self.versions()).items():
+            workflow = await self.get(workflow_id, versions[-1])
+            if workflow is not None:
+                found.append(workflow)
+        return found
+
+    # -- runs --------------------------------------------------------------------------
+
+    async def load(self, run_id: str) -> tuple[Run | None, int | None]:
+        """A run and its entry's revision (None, None: no such run)."""
+        kv = await self.runs()
+        try:
+            entry = await kv.get(run_id)
+        except (KeyNotFoundError, ValueError):
+            return None, None
+        if not entry.value:
+            return None, None
+        return Run.model_validate_json(entry.value), entry.revision
+
+    async def run(self, run_id: str) -> Run | None:
+        """A run, or None."""
+        run, _ = await self.load(run_id)
+        return run
+
+    async def create(self, run: Run) -> tuple[Run, int]:
+        """Keep a new run; when one with its id exists (a redelivered request), that one."""
+        kv = await self.runs()
+        try:
+            return run, await kv.create(run.run_id, run.model_dump_json(by_alias=True).encode())
+        except KeyWrongLastSequenceError:
+            found, revision = await self.load(run.run_id)
+            if found is None or revision is None:
+                raise
+            return found, revision
+
+    async def save(self, run: Run, revision: int) -> tuple[Run, int]:
+        """Write ``run`` over the entry at ``revision``. A cancel written in between is
+        kept (the only other writer); the run and the new revision."""
+        kv = await self.runs()
+        for _ in range(_RACES):
+            try:
+                return run, await kv.update(run.run_id, run.model_dump_json(
+                    by_alias=True).encode(), last=revision)
+            except KeyWrongLastSequenceError:
+                stored, latest = await self.load(run.run_id)
+                if stored is None or latest is None:
+                    raise
+                run = run.model_copy(update={"cancel_requested": stored.cancel_requested
+                                             or run.cancel_requested})
+                revision = latest
+        raise RuntimeError(f"run {run.run_id}: could not save its state")
+
+    async def list_runs(self, *, workflow_id: str | None = None, limit: int = 50) -> list[Run]:
+        """The runs kept, newest first."""
+        kv = await self.runs()
+        try:
+            keys = await kv.keys()
+        except NoKeysError:
+            return []
+        runs = [r for r in [await self.run(key) for key in keys] if r is not None
+                and (workflow_id is None or r.workflow_id == workflow_id)]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
+
+    async def cancel(self, run_id: str) -> Run | None:
+        """Ask for a run to end: the flag is kept (a copy continuing the run sees it) and
+        the copy running it is told at once. The run as it is now; None: no such run."""
+        for _ in range(_RACES):
+            run, revision = await self.load(run_id)
+            if run is None or revision is None:
+                return None
+            if run.status != "running" or run.cancel_requested:
+                break
+            try:
+                await (await self.runs()).update(run_id, run.model_copy(update={
+                    "cancel_requested": True}).model_dump_json(by_alias=True).encode(),
+                    last=revision)
+            except KeyWrongLastSequenceError:
+                continue
+            run = run.model_copy(update={"cancel_requested": True})
+            break
+        else:
+            run = await self.run(run_id)
+        await self.bus.nc.publish(f"{CANCEL}.{run_id}", b"")
+        await self.bus.nc.flush()
+        return run
+
+
+def _same(a: Workflow, b: Workflow) -> bool:
+    return bool(json.loads(a.model_dump_json()) == json.loads(b.model_dump_json()))
