@@ -25,7 +25,7 @@ from agent_core.background import repeating
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime, start_mcp
-from agent_core.store import MultiplexedRedis, OpenStore, open_store
+from agent_core.store import ConversationStore, MultiplexedRedis, OpenStore, open_store
 from agent_core.tools import Delegation, Services
 
 from .access import AccessPolicy, Roles
@@ -119,7 +119,7 @@ class Gateway:
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())
         audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
-        bus = await _start_hub(settings, stack) if settings.hermes_hub else None
+        bus = await _start_hub(settings, stack, store) if settings.hermes_hub else None
         if bus is not None:
             settings = settings.model_copy(update={
                 "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
@@ -250,7 +250,8 @@ class Gateway:
                 "active_here": parts.workers.active}
 
 
-async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack) -> Bus:
+async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack,
+                     store: ConversationStore) -> Bus:
     """The hub's bus, with its services (discovery, the deadline watch, contexts, tools) in
     this process; other copies of them may run elsewhere (``hermes-gateway hub``). Imported
     only when HERMES_HUB is on."""
@@ -259,7 +260,7 @@ async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack
 
     bus = await Bus.connect(settings)
     stack.push_async_callback(bus.close)
-    await start_services(bus, settings, stack)
+    await start_services(bus, settings, stack, store=store)
     return bus
 
 

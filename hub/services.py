@@ -1,6 +1,7 @@
 """The hub's services, started together: discovery, the deadline watch, the context store
-and the tool service. ``hermes-gateway hub`` runs them (several copies may), and so does the
-gateway with ``HERMES_HUB``."""
+and the tool service, and the hub's own agents (the workflow executor, the RAG agents).
+``hermes-gateway hub`` runs them (several copies may), and so does the gateway with
+``HERMES_HUB``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 from typing import Protocol
 
 from agent_core.runtime import build_executor
+from agent_core.store import ConversationStore
 from agent_core.tools import ToolRegistry
 
 from .bus import Bus
@@ -36,10 +38,34 @@ def hub_services(bus: Bus, settings: HubSettings) -> list[Service]:
     return [Discovery(bus), DeadlineWatch(bus), ContextService(bus), tools]
 
 
+def hub_agents(bus: Bus, settings: HubSettings, *,
+               store: ConversationStore | None = None) -> list[Service]:
+    """The agents that run with the hub's services, not started: the workflow executor
+    (HUB_EXECUTOR, with the definitions of HUB_WORKFLOWS_FILE) and, with HUB_RAG or
+    HUB_KNOWLEDGE_BASES, the retriever and generator (and the rag_answer workflow).
+    ``store``: the conversation store whose archive the retriever searches (default: one
+    opened on first use)."""
+    rag = settings.hub_rag or bool(settings.hub_knowledge_bases)
+    agents: list[Service] = []
+    if rag:
+        from .rag.service import RagService
+
+        agents.append(RagService(bus, settings, store=store))
+    if settings.hub_executor:
+        from .rag.service import RAG_WORKFLOW
+        from .workflows.service import ExecutorService
+
+        files = [settings.hub_workflows_file] if settings.hub_workflows_file else []
+        agents.append(ExecutorService(bus, files=[*files, *([RAG_WORKFLOW] if rag else [])]))
+    return agents
+
+
 async def start_services(bus: Bus, settings: HubSettings,
-                         stack: contextlib.AsyncExitStack) -> list[Service]:
-    """Start every service; ``stack`` stops them (in reverse order). MCP servers whose tools
-    HUB_TOOLS names (``<server>__<tool>``) are connected for the tool service."""
+                         stack: contextlib.AsyncExitStack, *,
+                         store: ConversationStore | None = None) -> list[Service]:
+    """Start every service and the hub's own agents; ``stack`` stops them (in reverse
+    order). MCP servers whose tools HUB_TOOLS names (``<server>__<tool>``) are connected
+    for the tool service."""
     services = hub_services(bus, settings)
     tools = next(s for s in services if isinstance(s, ToolService))
     wanted = {name: config for name, config in settings.hermes_mcp_servers.items()
@@ -50,7 +76,7 @@ async def start_services(bus: Bus, settings: HubSettings,
         mcp = McpServers(wanted, tools.registry, data_dir=settings.hermes_data_dir / "hub")
         await mcp.start()
         stack.push_async_callback(mcp.aclose)
-    for service in services:
+    for service in [*services, *hub_agents(bus, settings, store=store)]:
         await service.start()
         stack.push_async_callback(service.stop)
     return services

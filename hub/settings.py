@@ -7,6 +7,7 @@ JetStream is started under the data directory, exactly as the embedded Valkey is
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator
@@ -43,6 +44,16 @@ class HubSettings(Settings):
         "tool_call: the hub's allowlist; empty refuses every tool_call")
     hub_traffic: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="capability -> {agent id: weight}: a canary split")
+    hub_executor: bool = Field(
+        True, description="run the workflow executor agent with the hub's services")
+    hub_workflows_file: Path | None = Field(
+        None, description="a YAML file of workflow definitions, kept on the hub at start")
+    hub_knowledge_bases: dict[str, Path] = Field(
+        default_factory=dict, description="knowledge base id -> folder of Markdown/text "
+        "files for the retriever agent; any set (or HUB_RAG) runs the RAG agents")
+    hub_rag: bool = Field(
+        False, description="run the retriever and generator agents (and the rag_answer "
+        "workflow) with the hub's services")
 
     @field_validator("nats_url", "hub_tools", mode="before")
     @classmethod

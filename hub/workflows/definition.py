@@ -80,6 +80,8 @@ class Workflow(BaseModel):
     version: int = Field(1, ge=1)
     description: str = Field("", max_length=2000)
     capability: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    #: Values of ``$.input`` a run's own input leaves out.
+    defaults: dict[str, Any] = Field(default_factory=dict)
     steps: list[Step] = Field(min_length=1, max_length=100)
     #: The run's answer: queries over the document like a step's input (default: the
     #: result of the last step that ran).

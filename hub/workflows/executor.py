@@ -136,7 +136,7 @@ class WorkflowExecutor(Agent):
                 run_id=run_id, workflow_id=workflow.workflow_id, version=workflow.version,
                 definition=workflow, correlation_id=request.correlation_id,
                 sender_id=request.sender_id, task_id=request.task_id,
-                document={"input": given, "run": {"run_id": run_id,
+                document={"input": {**workflow.defaults, **given}, "run": {"run_id": run_id,
                                                   "workflow_id": workflow.workflow_id,
                                                   "version": workflow.version}},
                 steps={s.id: StepState() for s in workflow.steps}))

@@ -135,8 +135,9 @@ class WorkflowStore:
     # -- definitions -----------------------------------------------------------------
 
     async def put(self, data: dict[str, Any], *, known: set[str] | None = None) -> Workflow:
-        """Check and keep a definition. Without a ``version`` it becomes the next one;
-        a version already kept is refused unless it is the same definition."""
+        """Check and keep a definition. Without a ``version`` it becomes the next one
+        (unless it is the latest one unchanged: that one is returned); a version already
+        kept is refused unless it is the same definition."""
         if not isinstance(data, dict):
             raise DefinitionError("a workflow is one object: {workflow_id, steps, ...}")
         given = "version" in data
@@ -144,8 +145,12 @@ class WorkflowStore:
         kv = await self.definitions()
         for _ in range(_RACES):
             if not given:
+                latest = await self.get(workflow.workflow_id)
+                if latest is not None and _same(latest, workflow.model_copy(
+                        update={"version": latest.version})):
+                    return latest  # unchanged: no new version
                 workflow = workflow.model_copy(update={
-                    "version": await self.latest_version(workflow.workflow_id) + 1})
+                    "version": (latest.version if latest else 0) + 1})
             key = f"{workflow.workflow_id}.{workflow.version}"
             try:
                 await kv.create(key, workflow.model_dump_json(by_alias=True).encode())
