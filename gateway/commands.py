@@ -1,4 +1,5 @@
-"""Chat commands understood on every channel: /help, /status, /reset, /stop, /forget."""
+"""Chat commands understood on every channel: /help, /status, /reset, /stop, /forget,
+/schedule, /schedules, /unschedule, /workflow."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .access import Roles
 from .queue import WorkQueue
 from .scheduler import Job, Scheduler, place_of
 from .settings import GatewaySettings
+from .workflows import WorkflowChat
 
 _COMMAND = re.compile(r"^\s*/([a-z]+)(?:@\w+)?\b", re.IGNORECASE)
 
@@ -30,6 +32,7 @@ HELP = """Here is what I understand:
 • /schedule "0 9 * * MON" <what to do>: run it on a timetable and post here
   (also: /schedule every 2h <...>, /schedule at 2026-12-01T09:00 <...>)
 • /schedules: the schedules posting here; /unschedule <id>: remove one
+• /workflow <id> <what to do>: run a workflow of the agent hub and post its result here
 • /help: this message"""
 
 _SPEC = re.compile(r'^\s*(?:"(?P<cron>[^"]+)"|every\s+(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[smhd])'
@@ -37,7 +40,7 @@ _SPEC = re.compile(r'^\s*(?:"(?P<cron>[^"]+)"|every\s+(?P<n>\d+(?:\.\d+)?)\s*(?P
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 Command = Literal["help", "status", "reset", "stop", "forget", "schedule", "schedules",
-                  "unschedule"]
+                  "unschedule", "workflow"]
 
 
 class Commands:
@@ -47,13 +50,15 @@ class Commands:
 
     def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
                  model_status: Callable[[], str], settings: GatewaySettings,
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None,
+                 workflows: WorkflowChat | None = None) -> None:
         self.queue = queue
         self.store = store
         self.model_status = model_status
         self.settings = settings
         self.roles = Roles.from_settings(settings)
         self.scheduler = scheduler
+        self.workflows = workflows
 
     def parse(self, text: str) -> Command | None:
         """The command a message is, or None for an ordinary message."""
@@ -92,6 +97,11 @@ class Commands:
                 return await self._schedules(msg)
             case "unschedule":
                 return await self._unschedule(msg)
+            case "workflow":
+                if self.workflows is None:
+                    return "Workflows need the agent hub, which is not enabled here " \
+                           "(HERMES_HUB=true)."
+                return await self.workflows.begin(msg, _COMMAND.sub("", msg.text, count=1))
             case unknown:
                 assert_never(unknown)
 

@@ -26,10 +26,15 @@ def add_commands(sub: Any) -> None:
     """Register the hub's subcommands."""
     hub = sub.add_parser("hub", help="run the agent hub's services (discovery, deadlines, "
                                      "contexts, tools)")
-    hub.add_argument("action", nargs="?", choices=["run", "status", "replay"], default="run",
-                     help="run the services (default), list agents and stream depths, or "
-                          "replay one correlation id's messages")
-    hub.add_argument("correlation_id", nargs="?", help="for replay")
+    hub.add_argument("action", nargs="?", default="run",
+                     choices=["run", "status", "replay", "workflows", "load", "runs", "show",
+                              "cancel"],
+                     help="run the services (default); status: agents and stream depths; "
+                          "replay <correlation or run id>: its messages in order; "
+                          "workflows: the kept workflows; load <file.yaml>: keep its "
+                          "definitions; runs: the latest runs; show <run id>: one run; "
+                          "cancel <run id>")
+    hub.add_argument("target", nargs="?", help="for replay, load, show and cancel")
     hub.set_defaults(handler=cmd_hub)
     agent = sub.add_parser("agent", help="run a TaskLoop agent on the hub")
     agent.add_argument("--id", required=True, help="the agent's id (copies share one)")
@@ -47,11 +52,15 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_hub(args: argparse.Namespace, settings: GatewaySettings) -> int:
-    """The services, or their status."""
+    """The services, their status, or the workflows and their runs."""
+    if args.action in ("replay", "load", "show", "cancel") and not args.target:
+        raise ConfigError(f"hub {args.action} needs "
+                          + ("a file" if args.action == "load" else "a run id" if args.action
+                             in ("show", "cancel") else "a correlation id or a run id"))
     if args.action == "replay":
-        if not args.correlation_id:
-            raise ConfigError("hub replay needs the correlation id")
-        return asyncio.run(_replay(settings, args.correlation_id))
+        return asyncio.run(_replay(settings, args.target))
+    if args.action in ("workflows", "load", "runs", "show", "cancel"):
+        return asyncio.run(_workflows(settings, args.action, args.target))
     return asyncio.run(_status(settings) if args.action == "status" else _services(settings))
 
 
@@ -96,9 +105,14 @@ async def _services(settings: GatewaySettings) -> int:
         stack.push_async_callback(asyncio.to_thread, tracing.flush)
         await start_services(bus, settings, stack)
         tools = ", ".join(settings.hub_tools) or "none (HUB_TOOLS)"
+        agents = ", ".join(a for a, on in (
+            ("the workflow executor", settings.hub_executor),
+            ("the retriever and generator", settings.hub_rag or settings.hub_knowledge_bases))
+            if on)
         Console(stderr=True).print("[bold]hermes hub[/]: discovery, the deadline watch, the "
                                    f"context store and the tool service (allowlist: {tools}) "
-                                   "are running (Ctrl-C to stop)")
+                                   + (f"and {agents} " if agents else "")
+                                   + "are running (Ctrl-C to stop)")
         await _until_stopped()
     return 0
 
@@ -152,13 +166,15 @@ async def _status(settings: GatewaySettings) -> int:
     return 0
 
 
-async def _replay(settings: GatewaySettings, correlation_id: str) -> int:
+async def _replay(settings: GatewaySettings, target: str) -> int:
     from hub import Bus
     from hub.replay import replay
+    from hub.workflows.store import WorkflowStore
 
     bus = await Bus.connect(settings)
     try:
-        hops = await replay(bus, correlation_id)
+        run = await WorkflowStore(bus).run(target)  # a run id: its correlation id
+        hops = await replay(bus, run.correlation_id if run is not None else target)
     finally:
         await bus.close()
     for hop in hops:
@@ -166,6 +182,53 @@ async def _replay(settings: GatewaySettings, correlation_id: str) -> int:
                           "subject": hop.subject, "message": hop.message},
                          ensure_ascii=False))
     return 0 if hops else 1
+
+
+async def _workflows(settings: GatewaySettings, action: str, target: str | None) -> int:
+    from hub import Bus
+    from hub.workflows import DefinitionError
+    from hub.workflows.service import read_definitions
+    from hub.workflows.store import WorkflowStore
+
+    bus = await Bus.connect(settings)
+    store = WorkflowStore(bus)
+    console = Console()
+    try:
+        if action == "workflows":
+            for workflow in await store.latest():
+                offered = f", offered as {workflow.capability}" if workflow.capability else ""
+                console.print(f"{workflow.workflow_id} v{workflow.version}: "
+                              f"{len(workflow.steps)} steps{offered}")
+            return 0
+        if action == "load":
+            assert target is not None
+            for data in read_definitions(Path(target)):
+                try:
+                    workflow = await store.put(data)
+                except DefinitionError as exc:
+                    raise ConfigError(f"{target}: workflow {data.get('workflow_id')!r}: "
+                                      f"{exc}") from None
+                console.print(f"kept {workflow.workflow_id} v{workflow.version}")
+            return 0
+        if action == "runs":
+            for each in await store.list_runs(limit=20):
+                console.print(f"{each.run_id}: {each.workflow_id} v{each.version} "
+                              f"{each.status}"
+                              + (f" at {each.failed_step}" if each.failed_step else ""))
+            return 0
+        assert target is not None
+        found = await (store.cancel(target) if action == "cancel" else store.run(target))
+        if found is None:
+            console.print(f"[red]no run {target}[/]")
+            return 1
+        print(json.dumps({"run_id": found.run_id, "workflow_id": found.workflow_id,
+                          "version": found.version, "status": found.status,
+                          "cancel_requested": found.cancel_requested,
+                          "steps": found.summary(), "document": found.document},
+                         ensure_ascii=False, indent=2))
+        return 0
+    finally:
+        await bus.close()
 
 
 async def _until_stopped() -> None:

@@ -124,8 +124,82 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): _json(_ERROR, "error with a reason") for c in codes}
 
 
+def _workflow_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A workflow definition's JSON Schema (as the hub checks it) and the models it uses,
+    for components.schemas."""
+    from hub.workflows.definition import Workflow
+
+    schema = Workflow.model_json_schema(by_alias=True,
+                                        ref_template="#/components/schemas/{model}")
+    return schema, schema.pop("$defs", {})
+
+
+def _workflow_paths(definition: dict[str, Any]) -> dict[str, Any]:
+    workflow_id = {"name": "workflow_id", "in": "path", "required": True,
+                   "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"}}
+    run_id = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    run = {"type": "object", "required": ["run_id", "workflow_id", "version", "status",
+                                          "steps"],
+           "properties": {"run_id": {"type": "string"}, "workflow_id": {"type": "string"},
+                          "version": {"type": "integer"},
+                          "status": {"enum": ["running", "success", "failed", "cancelled"]},
+                          "steps": {"type": "array", "items": {"type": "object"}},
+                          "document": {"type": "object"}}}
+    refused = {"type": "object", "required": ["error"], "properties": {
+        "error": {"type": "string"}, "step": {"type": ["string", "null"]}}}
+    return {
+        "/agent/workflows": {
+            "get": {"summary": "Workflows on the hub: versions and the latest definition",
+                    "responses": {"200": _json({"type": "object"}, "workflows"),
+                                  **_errors(401, 409)}},
+            "post": {"summary": "Keep a workflow definition (its next version, or the one it "
+                                "names); refused naming the step when invalid",
+                     "requestBody": {"required": True, "content": {
+                         "application/json": {"schema": definition}}},
+                     "responses": {"201": _json(definition, "kept"),
+                                   "409": _json(refused, "that version is kept with other "
+                                                "steps, or the hub is off"),
+                                   "422": _json(refused, "invalid: the step and why"),
+                                   **_errors(400, 401, 415, 503)}}},
+        "/agent/workflows/{workflow_id}": {"get": {
+            "summary": "One version of a workflow (the latest by default)",
+            "parameters": [workflow_id, {"name": "version", "in": "query", "required": False,
+                                         "schema": {"type": "integer", "minimum": 1,
+                                                    "maximum": 1_000_000}}],
+            "responses": {"200": _json(definition, "the definition"),
+                          **_errors(400, 401, 404, 409)}}},
+        "/agent/workflows/{workflow_id}/runs": {"post": {
+            "summary": "Start a run", "parameters": [workflow_id],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "additionalProperties": False, "properties": {
+                    "input": {"type": "object"},
+                    "version": {"type": ["integer", "null"], "minimum": 1,
+                                "maximum": 1_000_000},
+                    "deadline_ms": {"type": "integer", "minimum": 1000,
+                                    "maximum": 300_000}}}}}},
+            "responses": {"202": _json({"type": "object", "required": ["run_id"]}, "started"),
+                          **_errors(400, 401, 404, 409, 415)}}},
+        "/agent/workflow-runs": {"get": {
+            "summary": "Workflow runs, newest first",
+            "parameters": [{"name": "workflow_id", "in": "query", "required": False,
+                            "schema": {"type": "string"}},
+                           {"name": "limit", "in": "query", "required": False,
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 200}}],
+            "responses": {"200": _json({"type": "object"}, "runs"),
+                          **_errors(400, 401, 409)}}},
+        "/agent/workflow-runs/{run_id}": {"get": {
+            "summary": "A run: each step's status and the document", "parameters": [run_id],
+            "responses": {"200": _json(run, "the run"), **_errors(401, 404, 409)}}},
+        "/agent/workflow-runs/{run_id}/cancel": {"post": {
+            "summary": "Cancel a run", "parameters": [run_id],
+            "responses": {"200": _json(run, "already finished"),
+                          "202": _json(run, "cancelling"), **_errors(401, 404, 409)}}},
+    }
+
+
 def spec() -> dict[str, Any]:
     """The document."""
+    definition, models = _workflow_schemas()
     task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}
     cid = {"name": "conversation_id", "in": "path", "required": True,
            "schema": {"type": "string", "pattern": CONVERSATION_ID.pattern}}
@@ -134,7 +208,8 @@ def spec() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "hermes-gateway", "version": "0.1.0",
                  "description": "Run tool-calling agent tasks and follow them step by step."},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+                       "schemas": models},
         "security": [{"bearer": []}],
         "paths": {
             "/agent/run": {"post": {
@@ -246,6 +321,7 @@ def spec() -> dict[str, Any]:
                 "responses": {"200": _json(_JOB, "paused or resumed"),
                               "202": _json({"type": "object"}, "run queued"),
                               **_errors(401, 403, 404)}}},
+            **_workflow_paths(definition),
             "/healthz": {"get": {"summary": "Liveness", "security": [],
                                  "responses": {"200": {"description": "alive: status and "
                                                        "the answering process's pid"}}}},

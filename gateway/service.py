@@ -46,6 +46,7 @@ from .router import Router
 from .scheduler import Scheduler
 from .settings import GatewaySettings
 from .worker import WorkerPool
+from .workflows import WorkflowChat
 
 if TYPE_CHECKING:
     from hub import Bus
@@ -150,8 +151,14 @@ class Gateway:
         scheduler = Scheduler(store.redis, queue, settings)
         runtime.loop.services = Services(scheduler=scheduler,
                                          delegation=_delegation(bus))
+        workflows = None
+        if bus is not None:
+            workflows = WorkflowChat(bus, store.redis, settings.redis_prefix, deliverer,
+                                     retention=settings.task_retention)
+            await workflows.start()
+            stack.push_async_callback(workflows.stop)
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
-                            settings=settings, scheduler=scheduler)
+                            settings=settings, scheduler=scheduler, workflows=workflows)
         router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                         deliverer=deliverer, commands=commands, settings=settings,
                         counted=self.metrics.routed)

@@ -92,7 +92,7 @@ class AgentRunner:
         self.handled = 0
         #: Requests being handled now.
         self.in_hand = 0
-        self.heartbeats = Heartbeats(bus, agent.agent_id, agent.capabilities,
+        self.heartbeats = Heartbeats(bus, agent.agent_id, lambda: agent.capabilities,
                                      version=agent.version,
                                      load=lambda: 100.0 * self.in_hand / agent.concurrency)
         self._service: Any = None

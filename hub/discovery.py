@@ -54,11 +54,13 @@ class Candidate:
 class Heartbeats:
     """Sends one copy's heartbeats until stopped."""
 
-    def __init__(self, bus: Bus, agent_id: str, capabilities: tuple[str, ...], *,
+    def __init__(self, bus: Bus, agent_id: str,
+                 capabilities: tuple[str, ...] | Callable[[], tuple[str, ...]], *,
                  version: str = "0", load: Callable[[], float] = lambda: 0.0,
                  interval: float = INTERVAL) -> None:
         self.bus = bus
         self.agent_id = agent_id
+        #: What it offers, or how to read it at each beat (an agent's may change).
         self.capabilities = capabilities
         self.version = version
         self.load = load
@@ -83,7 +85,8 @@ class Heartbeats:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return Heartbeat(sender_id=self.agent_id, agent_id=self.agent_id,
                          load_percent=max(0.0, min(100.0, self.load())), memory_used_mb=rss,
-                         capabilities=list(self.capabilities), version=self.version,
+                         capabilities=list(self.capabilities() if callable(self.capabilities)
+                                           else self.capabilities), version=self.version,
                          endpoint=f"{os.getpid()}:{self.instance}")
 
     async def _beat(self) -> None:

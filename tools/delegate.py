@@ -2,8 +2,10 @@
 
 Enabled when the gateway runs with the hub (HERMES_HUB=true). Discovery finds a live agent
 with the capability (least loaded, by the traffic split), the task goes to it as a
-``task_request`` on the bus, and its ``task_response`` is the result. A partial answer
-shows its next steps; a timeout or a refusal comes back as a structured tool error.
+``task_request`` on the bus (its arguments carry the conversation's id, so an agent like the
+retriever can search this conversation's archive), and its ``task_response`` is the
+result. A partial answer shows its next steps; a timeout or a refusal comes back as a
+structured tool error.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ async def delegate(capability: str, task: str, arguments: dict[str, Any] | None 
     """Hand a task to a specialised agent on the hub and return its answer.
 
     Args:
-        capability: What the agent must be able to do, a noun like validate_claim.
+        capability: What the agent must be able to do, a noun like validate_claim
+            (answer_from_documents answers from the knowledge bases, citing them).
         task: The task in words, for the agent.
         arguments: Structured inputs the agent needs, if any.
         deadline_ms: How long to wait for the answer, in milliseconds.
@@ -31,7 +34,8 @@ async def delegate(capability: str, task: str, arguments: dict[str, Any] | None 
     if ctx is None or delegation is None:
         raise ToolError("no agent hub is connected here; answer without delegating")
     outcome = await delegation.delegate(
-        capability, task, arguments=arguments or {}, deadline_ms=deadline_ms,
+        capability, task, arguments={"conversation_id": ctx.conversation_id,
+                                     **(arguments or {})}, deadline_ms=deadline_ms,
         correlation_id=ctx.trace_id,
         on_chosen=lambda agent: ctx.report(f"{agent} is working on {capability}"))
     if outcome.status == "failed":

@@ -45,7 +45,7 @@ def bad(status: int, reason: str) -> web.HTTPException:
     """The HTTP error to raise: ``status`` with ``{"error": reason}``."""
     cls = {400: web.HTTPBadRequest, 401: web.HTTPUnauthorized, 403: web.HTTPForbidden,
            404: web.HTTPNotFound, 409: web.HTTPConflict, 410: web.HTTPGone,
-           415: web.HTTPUnsupportedMediaType}[status]
+           415: web.HTTPUnsupportedMediaType, 422: web.HTTPUnprocessableEntity}[status]
     return cls(text=json.dumps({"error": reason}), content_type="application/json")
 
 

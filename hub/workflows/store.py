@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from typing import Any, Literal
 
@@ -28,6 +29,8 @@ from .definition import DefinitionError, Workflow, parse_definition
 log = logging.getLogger(__name__)
 
 DEFINITIONS, RUNS = "HMP_WORKFLOWS", "HMP_WORKFLOW_RUNS"
+_WORKFLOW_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+_RUN_KEY = re.compile(r"^run-[0-9a-f]{20}$")
 #: Where a copy running a run hears that it is cancelled.
 CANCEL = "hmp.workflow.cancel"
 _RACES = 10
@@ -168,6 +171,8 @@ class WorkflowStore:
 
     async def get(self, workflow_id: str, version: int | None = None) -> Workflow | None:
         """A version of a workflow (the latest when ``version`` is None), or None."""
+        if not _WORKFLOW_KEY.match(workflow_id):
+            return None
         if version is None:
             version = await self.latest_version(workflow_id)
             if not version:
@@ -210,6 +215,8 @@ class WorkflowStore:
 
     async def load(self, run_id: str) -> tuple[Run | None, int | None]:
         """A run and its entry's revision (None, None: no such run)."""
+        if not _RUN_KEY.match(run_id):
+            return None, None
         kv = await self.runs()
         try:
             entry = await kv.get(run_id)

@@ -5,6 +5,7 @@ the services and an agent start, ``hub status`` lists the agent, a request is an
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -95,3 +96,63 @@ async def test_an_agent_with_a_missing_env_file_says_so(tmp_path: Path) -> None:
     _, err = await asyncio.wait_for(agent.communicate(), 60)
     assert agent.returncode == 2
     assert "nope.env: no such file" in err.decode()
+
+
+async def test_workflows_from_the_command_line(nats_url: str, tmp_path: Path,
+                                               make_bus: BusFactory) -> None:
+    """``hub load`` keeps a file's definitions (refusing a bad one with its step named),
+    the services' executor runs one, and ``hub runs``, ``show`` and ``replay <run id>``
+    show it."""
+    from tests.hub.test_bus import Echo
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
+    env.update(NATS_URL=nats_url, HERMES_DATA_DIR=str(tmp_path))
+    workflow_id = unique("cli-flow")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"workflow_id: {workflow_id}\nsteps:\n  - id: a\n    capability: x\n"
+                   "    input: {q: '$.b.result['}\n")
+    refused = await cli("hub", "load", str(bad), env=env)
+    _, err = await refused.communicate()
+    assert refused.returncode != 0 and "step 'a'" in err.decode() and "JSONPath" in err.decode()
+    good = tmp_path / "flow.yaml"
+    echo_id = unique("cli-echo")
+    good.write_text(f"workflows:\n  - workflow_id: {workflow_id}\n    steps:\n"
+                    f"      - id: echo\n        agent: {echo_id}\n        intent: echo\n"
+                    "        input: {said: $.input.text}\n")
+    loaded = await cli("hub", "load", str(good), env=env)
+    out, _ = await loaded.communicate()
+    assert loaded.returncode == 0 and f"kept {workflow_id} v1" in out.decode()
+    services = await cli("hub", env=env)
+    bus = await make_bus()
+    from hub import AgentRunner
+
+    runner = AgentRunner(bus, Echo(echo_id))
+    await runner.start()
+    try:
+        request = TaskRequest(sender_id=unique("caller"), intent="run_workflow",
+                              deadline_ms=30_000, arguments={"workflow_id": workflow_id,
+                                                             "input": {"text": "hi"}})
+        response = await bus.request("workflow-executor", request)
+        assert response.status == "success", response
+        run_id = response.result["run_id"]
+        listed = await cli("hub", "runs", env=env)
+        out, _ = await listed.communicate()
+        assert f"{run_id}: {workflow_id} v1 success" in out.decode()
+        shown = await cli("hub", "show", run_id, env=env)
+        out, _ = await shown.communicate()
+        run = json.loads(out)
+        assert run["status"] == "success" and run["steps"][0]["status"] == "success"
+        assert run["document"]["echo"]["result"]["echo"] == {"said": "hi"}
+        replayed = await cli("hub", "replay", run_id, env=env)
+        out, _ = await replayed.communicate()
+        kinds = [(line["message"]["type"], line["message"].get("intent"))
+                 for line in map(json.loads, out.decode().splitlines())]
+        requests = [k for k in kinds if k[0] == "task_request"]
+        assert requests == [("task_request", "run_workflow"), ("task_request", "echo")]
+        assert kinds[-1][0] in ("task_response", "log_event")
+    finally:
+        await runner.stop()
+        if services.returncode is None:
+            services.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(services.wait(), 30) == 0

@@ -413,7 +413,7 @@ async def test_a_workflow_with_a_capability_is_offered_under_it(hub: Hub) -> Non
                          "steps": [{"id": "part", "capability": "some_part",
                                     "input": {"q": "$.input.question"}}]})
     executor_id = unique("executor")
-    await hub.executor(executor_id)
+    executor, _ = await hub.executor(executor_id)
     found = await discover(hub.bus, capability)
     async with asyncio.timeout(20):
         while not found:
@@ -425,3 +425,11 @@ async def test_a_workflow_with_a_capability_is_offered_under_it(hub: Hub) -> Non
         deadline_ms=20_000))
     assert response.status == "success", response
     assert response.result["output"]["got"] == {"q": "why?"}
+    # A workflow kept while the executor runs is offered from its next heartbeat on.
+    later = f"answer_{unique('y').replace('-', '_')}"
+    await hub.store.put({"workflow_id": unique("later"), "capability": later,
+                         "steps": [{"id": "part", "capability": "some_part"}]})
+    await executor.refresh()
+    async with asyncio.timeout(20):
+        while not await discover(hub.bus, later):
+            await asyncio.sleep(0.05)

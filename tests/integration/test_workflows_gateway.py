@@ -1,0 +1,171 @@
+"""Workflows from the gateway (with HERMES_HUB, a real nats-server): the HTTP API, the
+/workflow command in Slack, and the gateway's agent answering from documents through
+delegate("answer_from_documents") and the shipped rag_answer workflow."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_core.models.replay import Reply
+from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
+from hub.discovery import discover
+from hub.rag.agents import SYSTEM_PROMPT
+from hub.rag.service import SAMPLE
+from tests.hub.test_rag import reader
+from tests.integration.conftest import GatewayFactory, Harness
+from tests.integration.test_slack import answers, event_body, mention, send
+
+
+class Checker(Agent):
+    """A hub agent that checks claims."""
+
+    capabilities = ("check_claim",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.agent_id = f"checker-{uuid.uuid4().hex[:6]}"
+        self.seen: list[TaskRequest] = []
+
+    async def on_message(self, request: TaskRequest) -> TaskResponse:
+        self.seen.append(request)
+        return self.respond(request, "success", {"answer": f"claim {request.arguments['claim']}"
+                                                           " is covered"})
+
+
+@pytest.fixture
+async def checker(nats_url: str, tmp_path: Path) -> AsyncIterator[Checker]:
+    bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
+                                        hermes_data_dir=tmp_path))
+    agent = Checker()
+    runner = AgentRunner(bus, agent)
+    await runner.start()
+    try:
+        yield agent
+    finally:
+        await runner.stop()
+        await bus.close()
+
+
+async def live(h: Harness, *agent_ids: str) -> None:
+    bus = h.gateway.parts.bus
+    assert bus is not None
+    async with asyncio.timeout(20):
+        while not set(agent_ids) <= {c.agent_id for c in await discover(bus, "*")}:
+            await asyncio.sleep(0.05)
+
+
+def claims_workflow(workflow_id: str, agent_id: str) -> dict[str, Any]:
+    return {"workflow_id": workflow_id, "steps": [
+        {"id": "check", "agent": agent_id, "intent": "check_claim",
+         "input": {"claim": "$.input.text"}}],
+        "output": {"answer": "$.check.result.answer"}}
+
+
+async def test_workflows_through_the_http_api(make_gateway: GatewayFactory, nats_url: str,
+                                              checker: Checker) -> None:
+    h = await make_gateway(hermes_hub=True, nats_url=nats_url)
+    await live(h, checker.agent_id, "workflow-executor")
+    workflow_id = f"claims-{uuid.uuid4().hex[:6]}"
+    bad = claims_workflow(workflow_id, "no-such-agent")
+    refused = await h.client.post("/agent/workflows", json=bad)
+    assert refused.status == 422
+    body = await refused.json()
+    assert body["step"] == "check" and "no-such-agent" in body["error"]
+    cyclic = {"workflow_id": workflow_id, "steps": [
+        {"id": "a", "agent": checker.agent_id, "input": {"x": "$.b.result"}},
+        {"id": "b", "agent": checker.agent_id, "input": {"x": "$.a.result"}}]}
+    assert (await h.client.post("/agent/workflows", json=cyclic)).status == 422
+    assert (await h.client.post("/agent/workflows", data="{not json",
+                                headers={"Content-Type": "application/json"})).status == 400
+    created = await h.client.post("/agent/workflows", json=claims_workflow(workflow_id,
+                                                                           checker.agent_id))
+    assert created.status == 201 and (await created.json())["version"] == 1
+    again = await h.client.post("/agent/workflows", json=claims_workflow(workflow_id,
+                                                                         checker.agent_id))
+    assert (await again.json())["version"] == 1, "the same definition is not a new version"
+    clash = await h.client.post("/agent/workflows", json={
+        **claims_workflow(workflow_id, checker.agent_id), "version": 1, "description": "x"})
+    assert clash.status == 409
+    listed = await (await h.client.get("/agent/workflows")).json()
+    assert any(w["workflow_id"] == workflow_id and w["versions"] == [1]
+               for w in listed["workflows"])
+    assert (await h.client.get(f"/agent/workflows/{workflow_id}?version=2")).status == 404
+    started = await h.client.post(f"/agent/workflows/{workflow_id}/runs",
+                                  json={"input": {"text": "C-7"}})
+    assert started.status == 202
+    run_id = (await started.json())["run_id"]
+    async with asyncio.timeout(20):
+        while True:
+            got = await h.client.get(f"/agent/workflow-runs/{run_id}")
+            run = await got.json() if got.status == 200 else {}
+            if run.get("status") == "success":
+                break
+            await asyncio.sleep(0.05)
+    assert run["steps"][0]["status"] == "success"
+    assert run["document"]["check"]["result"]["answer"] == "claim C-7 is covered"
+    runs = await (await h.client.get(f"/agent/workflow-runs?workflow_id={workflow_id}")).json()
+    assert [r["run_id"] for r in runs["runs"]] == [run_id]
+    finished = await h.client.post(f"/agent/workflow-runs/{run_id}/cancel")
+    assert finished.status == 200 and (await finished.json())["status"] == "success"
+    assert (await h.client.get("/agent/workflow-runs/run-0000")).status == 404
+    assert (await h.client.post("/agent/workflows/nope/runs", json={})).status == 404
+
+
+async def test_without_the_hub_the_workflow_api_says_how_to_enable_it(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    answer = await h.client.get("/agent/workflows")
+    assert answer.status == 409 and "HERMES_HUB" in (await answer.json())["error"]
+
+
+async def test_the_workflow_command_posts_the_result_in_the_thread(
+        make_gateway: GatewayFactory, nats_url: str, checker: Checker) -> None:
+    h = await make_gateway(slack=True, hermes_hub=True, nats_url=nats_url)
+    await live(h, checker.agent_id, "workflow-executor")
+    workflow_id = f"claims-{uuid.uuid4().hex[:6]}"
+    assert (await h.client.post("/agent/workflows", json=claims_workflow(
+        workflow_id, checker.agent_id))).status == 201
+    assert (await send(h, event_body(mention(f"/workflow {workflow_id} C-9")))).status == 200
+    await h.wait_for(lambda: len(answers(h)) == 2)
+    started, result = answers(h)
+    assert started["text"].startswith(f"Started workflow {workflow_id} v1 (run run-")
+    assert result["text"] == "claim C-9 is covered"
+    assert result["thread_ts"] == started["thread_ts"], "in the same thread"
+    assert checker.seen[0].arguments == {"claim": "C-9"}
+    assert (await send(h, event_body(mention("/workflow nope x")))).status == 200
+    await h.wait_for(lambda: len(answers(h)) == 3)
+    assert "There is no workflow 'nope'" in answers(h)[2]["text"]
+    assert workflow_id in answers(h)[2]["text"], "it lists the ones there are"
+
+
+def delegating_rag(path: str, body: dict[str, Any]) -> Reply:
+    """The gateway's agent delegates to answer_from_documents, then passes the answer on;
+    the generator (its own system prompt) reads the documents it is shown."""
+    if SYSTEM_PROMPT in json.dumps(body["messages"][0]):
+        return reader("14 days", "Up to 14 days.", invent=False)(path, body)
+    tool = next((m for m in reversed(body["messages"]) if m["role"] == "tool"), None)
+    if tool is None:
+        return Reply.call("delegate", {"capability": "answer_from_documents",
+                                       "task": "How long do I get a rental car?",
+                                       "deadline_ms": 60_000})
+    output = json.loads(tool["content"])["result"]["output"]
+    return Reply(f"{output['answer']} (sources: {', '.join(output['citations'])})")
+
+
+async def test_the_agent_answers_from_documents_through_delegate(
+        make_gateway: GatewayFactory, nats_url: str) -> None:
+    h = await make_gateway(slack=True, hermes_hub=True, nats_url=nats_url,
+                           hub_knowledge_bases={"claims-handbook": str(SAMPLE)})
+    h.model.responder = delegating_rag
+    await live(h, "retriever", "generator", "workflow-executor")
+    assert (await send(h, event_body(mention("rental car?")))).status == 200
+    await h.wait_for(lambda: len(answers(h)) == 1, timeout=60)
+    assert answers(h)[0]["text"] == ("Up to 14 days. [claims-handbook:rental.md#1] "
+                                     "(sources: claims-handbook:rental.md#1)")
