@@ -126,13 +126,13 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def auth(settings: GatewaySettings) -> Middleware:
-    """Bearer tokens for /agent/* and /metrics; with none configured, loopback callers
-    only."""
+    """Bearer tokens for /agent/*, /metrics and /a2a/* calls; with none configured,
+    loopback callers only."""
     keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not request.path.startswith("/agent/") and request.path != "/metrics":
+        if not _protected(request.path):
             return await handler(request)
         if not keys:
             if is_loopback(request.remote):
@@ -150,6 +150,13 @@ def auth(settings: GatewaySettings) -> Middleware:
                                  headers={"WWW-Authenticate": 'Bearer realm="hermes"'})
 
     return middleware
+
+
+def _protected(path: str) -> bool:
+    """/agent/*, /metrics and the A2A edge's calls (its agent cards are public: they say
+    how to authenticate)."""
+    return path.startswith("/agent/") or path == "/metrics" or (
+        path.startswith("/a2a/") and not path.endswith("/.well-known/agent-card.json"))
 
 
 def is_loopback(host: str | None) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import approvals, audit, conversations, schedules, service, tasks, workflows
+from . import a2a, approvals, audit, conversations, schedules, service, tasks, workflows
 from ._http import GATEWAY, parse
 
 __all__ = ["GATEWAY", "parse", "setup"]
@@ -13,5 +13,6 @@ __all__ = ["GATEWAY", "parse", "setup"]
 
 def setup(app: web.Application) -> None:
     """Register every API route."""
-    for resource in (tasks, conversations, approvals, audit, schedules, workflows, service):
+    for resource in (tasks, conversations, approvals, audit, schedules, workflows, a2a,
+                     service):
         resource.setup(app)

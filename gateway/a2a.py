@@ -1,0 +1,385 @@
+"""The A2A edge: every hub agent, the workflow executor and the gateway's own agent
+(``gateway``) as A2A servers at ``/a2a/<agent_id>``.
+
+An A2A message to a hub agent becomes a ``task_request`` on the bus (the context id is the
+correlation id; the intent is ``metadata.skill`` or the agent's first capability; text parts
+are ``arguments.text``, data parts the other arguments), and its ``task_response`` the
+task's state (``adapters.a2a.finish``). A message to ``gateway`` is routed like an API
+message in the conversation ``api:a2a-<context id>``. A message naming an input-required
+task continues it (the same correlation id, or the gateway's waiting question). Tasks are
+kept in the store (``<prefix>:a2a:<task id>``) for as long as tasks are, so GetTask answers
+from any gateway process; a task runs on in the background when its client goes away.
+Cancelling ends the A2A task at once; a workflow run is cancelled with it and a gateway task
+stopped, while a plain hub agent (HMP has no cancel message) finishes and its answer is
+dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from adapters import a2a
+from adapters.base import InboundMessage
+from agent_core import PAUSED, TERMINAL
+
+if TYPE_CHECKING:
+    from .service import Gateway
+
+log = logging.getLogger(__name__)
+
+GATEWAY_AGENT = "gateway"
+_MAX_DEADLINE_MS = 300_000
+_POLL = 0.2
+
+
+@dataclass
+class Record:
+    """An A2A task as the store keeps it."""
+
+    task: Any
+    agent: str
+    correlation_id: str
+    intent: str
+    hmp_task_id: str
+    round: int = 0
+
+    def dump(self) -> str:
+        return json.dumps({"task": a2a.task_json(self.task), "agent": self.agent,
+                           "correlation_id": self.correlation_id, "intent": self.intent,
+                           "hmp_task_id": self.hmp_task_id, "round": self.round})
+
+    @classmethod
+    def load(cls, raw: bytes | str) -> Record:
+        data = json.loads(raw)
+        return cls(a2a.load_task(data["task"]), data["agent"], data["correlation_id"],
+                   data["intent"], data["hmp_task_id"], int(data.get("round", 0)))
+
+    @property
+    def state(self) -> int:
+        return int(self.task.status.state)
+
+
+@dataclass
+class _Live:
+    """A task running in this process: its events for streams, and how to stop it."""
+
+    events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    runner: asyncio.Task[None] | None = None
+
+
+class A2AEdge:
+    """Serves A2A calls against the hub and the gateway's own agent."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        settings = gateway.settings
+        self.prefix = settings.redis_prefix
+        self.sender = "a2a-" + "".join(c if c.isalnum() or c in "-_" else "_"
+                                       for c in self.prefix)
+        self._live: dict[str, _Live] = {}
+
+    @property
+    def _redis(self) -> Any:
+        return self.gateway.parts.opened.store.redis
+
+    @property
+    def _bus(self) -> Any:
+        return self.gateway.parts.bus
+
+    def _key(self, task_id: str) -> str:
+        return f"{self.prefix}:a2a:{task_id}"
+
+    # -- cards ---------------------------------------------------------------------------
+
+    async def info(self, agent_id: str) -> a2a.CardInfo | None:
+        """What the card of ``agent_id`` says; None when no such agent is live."""
+        if agent_id == GATEWAY_AGENT:
+            return a2a.CardInfo(GATEWAY_AGENT, "The gateway's own agent: it plans, calls its "
+                                "tools step by step (asking a person's approval for "
+                                "writes) and answers.", (a2a.Skill(
+                                    "chat", "ask anything its tools can answer"),))
+        if self._bus is None:
+            return None
+        from hub.discovery import discover
+
+        found = next((c for c in await discover(self._bus, "*") if c.agent_id == agent_id),
+                     None)
+        if found is None:
+            return None
+        skills = [a2a.Skill(c) for c in found.capabilities]
+        if "run_workflow" in found.capabilities:
+            from hub.workflows.store import WorkflowStore
+
+            described = {w.capability: w.description for w in
+                         await WorkflowStore(self._bus).latest() if w.capability}
+            skills = [a2a.Skill(s.id, described.get(s.id, "") or (
+                "run a workflow: data {workflow_id, version?, input}"
+                if s.id == "run_workflow" else "")) for s in skills]
+        return a2a.CardInfo(agent_id, f"Hub agent {agent_id} ({found.copies} running): "
+                            f"{', '.join(found.capabilities)}.", tuple(skills),
+                            found.version or "1")
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def get(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        request = a2a.parse(params, a2a.pb.GetTaskRequest())
+        record = await self._record(agent_id, request.id)
+        length = request.history_length if request.HasField("history_length") else None
+        return a2a.task_json(record.task, length)
+
+    async def cancel(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        request = a2a.parse(params, a2a.pb.CancelTaskRequest())
+        record = await self._record(agent_id, request.id)
+        if record.state in a2a.TERMINAL:
+            raise a2a.RpcError(a2a.TASK_NOT_CANCELABLE, f"task {request.id} has ended "
+                               f"({a2a.pb.TaskState.Name(record.state)})")
+        event = a2a.set_state(record.task, a2a.pb.TASK_STATE_CANCELED, "Cancelled.")
+        await self._save(record)
+        await self._stop_remote(record)
+        live = self._live.get(record.task.id)
+        if live is not None:
+            live.events.put_nowait(event)
+            if live.runner is not None:
+                live.runner.cancel()
+        return a2a.task_json(record.task)
+
+    async def send(self, agent_id: str, params: dict[str, Any], *, stream: bool = False
+                   ) -> AsyncIterator[dict[str, Any]]:
+        """Start (or continue) a task; yields the task when done (or at once with
+        returnImmediately), or, streaming, the task and then each event."""
+        inbound = a2a.read_send(params)
+        record = await self._open(agent_id, inbound)
+        live = _Live()
+        self._live[record.task.id] = live
+        submitted = a2a.task_json(record.task)
+        started = a2a.set_state(record.task, a2a.pb.TASK_STATE_WORKING)
+        await self._save(record)
+        live.runner = asyncio.create_task(self._run(record, inbound, live),
+                                          name=f"a2a-{record.task.id}")
+        if stream:
+            yield {"task": submitted}
+            yield a2a.event_json(started)
+            while True:
+                waiting = asyncio.ensure_future(live.events.get())
+                finished = asyncio.ensure_future(live.done.wait())
+                done, _ = await asyncio.wait([waiting, finished],
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if waiting in done:
+                    finished.cancel()
+                    event = waiting.result()
+                    yield a2a.event_json(event)
+                    if event.HasField("status_update") and (
+                            event.status_update.status.state in a2a.TERMINAL | a2a.INTERRUPTED):
+                        return
+                    continue
+                waiting.cancel()
+                while not live.events.empty():
+                    yield a2a.event_json(live.events.get_nowait())
+                return
+        if not inbound.return_immediately:
+            await live.done.wait()
+        yield {"task": a2a.task_json(record.task, inbound.history_length)}
+
+    # -- running -------------------------------------------------------------------------
+
+    async def _open(self, agent_id: str, inbound: a2a.Inbound) -> Record:
+        message = inbound.message
+        if message.task_id:
+            record = await self._record(agent_id, message.task_id)
+            if record.state not in a2a.INTERRUPTED:
+                raise a2a.RpcError(a2a.INVALID_PARAMS, f"task {message.task_id} is "
+                                   f"{a2a.pb.TaskState.Name(record.state)}: only an "
+                                   "input-required task takes another message")
+            stored = a2a.pb.Message()
+            stored.CopyFrom(message)
+            stored.context_id = record.task.context_id
+            record.task.history.append(stored)
+            record.round += 1
+            if agent_id != GATEWAY_AGENT:
+                record.hmp_task_id = f"{record.task.id}-{record.round}"
+            return record
+        if await self.info(agent_id) is None:
+            raise a2a.RpcError(a2a.INVALID_PARAMS, f"no live agent {agent_id!r}")
+        task_id = uuid.uuid4().hex
+        context = message.context_id or uuid.uuid4().hex
+        intent = inbound.skill or await self._default_skill(agent_id)
+        task = a2a.new_task(task_id, context, message)
+        return Record(task, agent_id, _correlation(context), intent, task_id)
+
+    async def _default_skill(self, agent_id: str) -> str:
+        info = await self.info(agent_id)
+        return info.skills[0].id if info and info.skills else "chat"
+
+    async def _run(self, record: Record, inbound: a2a.Inbound, live: _Live) -> None:
+        try:
+            if record.agent == GATEWAY_AGENT:
+                await self._run_gateway(record, inbound, live)
+            else:
+                await self._run_hub(record, inbound, live)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # the task fails, with a reason; never a traceback
+            log.warning("A2A task %s failed: %s: %s", record.task.id, type(exc).__name__, exc)
+            await self._end(record, live, a2a.finish(record.task, "failed", {
+                "error": f"{type(exc).__name__}"}, "EDGE_ERROR"))
+        finally:
+            live.done.set()
+            self._live.pop(record.task.id, None)
+
+    async def _run_hub(self, record: Record, inbound: a2a.Inbound, live: _Live) -> None:
+        from hub import TaskRequest
+        from hub.bus import log_subject
+        from hub.errors import BusOverloaded
+
+        bus = self._bus
+        deadline = inbound.deadline_ms or min(
+            _MAX_DEADLINE_MS, int(self.gateway.settings.hermes_run_timeout * 1000))
+        request = TaskRequest(sender_id=self.sender, task_id=record.hmp_task_id,
+                              message_id=record.hmp_task_id, intent=record.intent,
+                              correlation_id=record.correlation_id, deadline_ms=deadline,
+                              arguments={"text": inbound.text, **inbound.data})
+
+        async def relay(msg: Any) -> None:
+            try:
+                note = bus.parse(msg.data)
+            except Exception:
+                return
+            details = getattr(note, "details", {})
+            said = " ".join(f"{k}={v}" for k, v in details.items() if k != "run_id")
+            live.events.put_nowait(a2a.progress(record.task, f"{note.event_type}: {said}"
+                                                if said else note.event_type))
+
+        subscription = await bus.nc.subscribe(log_subject(record.hmp_task_id), cb=relay)
+        try:
+            try:
+                response = await bus.request(record.agent, request)
+            except BusOverloaded as exc:
+                await self._end(record, live, a2a.finish(record.task, "failed",
+                                                         {"error": str(exc)}, "OVERLOADED"))
+                return
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+        await self._end(record, live, a2a.finish(record.task, response.status,
+                                                 response.result, response.error_code))
+
+    async def _run_gateway(self, record: Record, inbound: a2a.Inbound, live: _Live) -> None:
+        parts = self.gateway.parts
+        text = inbound.text or json.dumps(inbound.data, ensure_ascii=False)
+        msg = InboundMessage(channel="api", conversation_id=f"api:a2a-{record.correlation_id}",
+                             user_id="a2a-client", text=text, is_direct=True,
+                             mentions_bot=True,
+                             platform_message_id=f"a2a:{inbound.message.message_id}")
+        since = time.time()
+        routed = await parts.router.ingest(msg)
+        if routed.status == "command":
+            await self._end(record, live, a2a.finish(record.task, "success",
+                                                     {"answer": routed.reply or ""}, None))
+            return
+        if routed.task_id is None:
+            await self._end(record, live, a2a.finish(record.task, "failed", {
+                "error": f"{routed.status}: {routed.reason}"}, "REFUSED"))
+            return
+        if record.round == 0:
+            record.hmp_task_id = routed.task_id
+            await self._save(record)
+        store = parts.opened.store
+        limit = since + (inbound.deadline_ms or self.gateway.settings.hermes_run_timeout
+                         * 1000) / 1000
+        while True:
+            state = await store.load_task(record.hmp_task_id)
+            if state is not None and state.updated_at >= since and (
+                    state.status in TERMINAL or state.status in PAUSED):
+                break
+            if time.time() > limit:
+                await self._end(record, live, a2a.finish(record.task, "failed", {
+                    "error": "no answer in time"}, "TIMEOUT"))
+                return
+            await asyncio.sleep(_POLL)
+        if state.status == "answered":
+            events = a2a.finish(record.task, "success", {"answer": state.answer or
+                                                         state.result_text or ""}, None)
+        elif state.status in PAUSED:
+            question = state.result_text or (state.question.text if state.question else "")
+            events = a2a.finish(record.task, "partial", {
+                "question": question, "next_steps": [{"intent": "chat", "ask": question}],
+                **({"approval": state.approval.model_dump(mode="json")}
+                   if state.approval else {})}, None)
+        elif state.status == "cancelled":
+            events = [a2a.set_state(record.task, a2a.pb.TASK_STATE_CANCELED,
+                                    state.result_text or "Cancelled.")]
+        else:
+            events = a2a.finish(record.task, "failed", {"error": state.error
+                                                        or state.result_text or ""},
+                                state.status.upper())
+        await self._end(record, live, events)
+
+    async def _end(self, record: Record, live: _Live, events: list[Any]) -> None:
+        """Keep the task's outcome (unless it was cancelled meanwhile) and stream it."""
+        current = await self._load(record.task.id)
+        if current is not None and current.state == a2a.pb.TASK_STATE_CANCELED:
+            log.info("A2A task %s: an answer after its cancel was dropped", record.task.id)
+            return
+        await self._save(record)
+        for event in events:
+            live.events.put_nowait(event)
+
+    async def _stop_remote(self, record: Record) -> None:
+        """What stops the work behind a cancelled task, where there is a way."""
+        with contextlib.suppress(Exception):
+            if record.agent == GATEWAY_AGENT:
+                state = await self.gateway.parts.opened.store.load_task(record.hmp_task_id)
+                if state is not None and state.status == "running":
+                    await self.gateway.parts.queue.signal(state.conversation_id, "stop",
+                                                          state.task_id)
+            elif self._bus is not None:  # a workflow run started by this task
+                from hub.workflows.store import WorkflowStore, run_id_of
+
+                run = await WorkflowStore(self._bus).run(
+                    run_id_of(self.sender, record.hmp_task_id))
+                if run is not None:
+                    await WorkflowStore(self._bus).cancel(run.run_id)
+
+    # -- the store -----------------------------------------------------------------------
+
+    async def _load(self, task_id: str) -> Record | None:
+        raw = await self._redis.get(self._key(task_id)) if _plain(task_id) else None
+        return Record.load(raw) if raw else None
+
+    async def _record(self, agent_id: str, task_id: str) -> Record:
+        record = await self._load(task_id)
+        if record is None or record.agent != agent_id:
+            raise a2a.RpcError(a2a.TASK_NOT_FOUND, f"no task {task_id!r} of {agent_id!r}")
+        return record
+
+    async def _save(self, record: Record) -> None:
+        await self._redis.set(self._key(record.task.id), record.dump(),
+                              ex=int(self.gateway.settings.task_retention))
+
+    async def aclose(self) -> None:
+        """Stop the tasks running here (their clients read them with GetTask later)."""
+        for live in list(self._live.values()):
+            if live.runner is not None:
+                live.runner.cancel()
+
+
+def _plain(task_id: str) -> bool:
+    return 0 < len(task_id) <= 64 and all(c.isalnum() or c in "-_" for c in task_id)
+
+
+def _correlation(context_id: str) -> str:
+    """A context id as an HMP correlation id (as it is when it fits, else a hash of it)."""
+    if 0 < len(context_id) <= 128 and all(c.isalnum() or c in "_.:@-" for c in context_id) \
+            and context_id[0].isalnum():
+        return context_id
+    return "ctx-" + hashlib.sha256(context_id.encode()).hexdigest()[:32]

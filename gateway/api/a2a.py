@@ -1,0 +1,109 @@
+"""The A2A edge's routes: ``GET /a2a/<agent_id>/.well-known/agent-card.json`` (public: it
+says how to authenticate) and ``POST /a2a/<agent_id>`` (JSON-RPC; the API keys of
+``/agent/*``). The protocol's code is imported on the first call."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ._http import GATEWAY
+
+if TYPE_CHECKING:
+    from ..a2a import A2AEdge
+
+CARD_PATH = "/.well-known/agent-card.json"
+_EDGE: web.AppKey[list[A2AEdge]] = web.AppKey("a2a_edge", list)
+
+
+def _edge(request: web.Request) -> A2AEdge:
+    from ..a2a import A2AEdge
+
+    made = request.app[_EDGE]
+    if not made:
+        made.append(A2AEdge(request.app[GATEWAY]))
+    return made[0]
+
+
+def _base(request: web.Request) -> str:
+    public = request.app[GATEWAY].settings.hermes_public_url
+    return (public or f"{request.scheme}://{request.host}").rstrip("/")
+
+
+async def agent_card(request: web.Request) -> web.Response:
+    """An agent's A2A card, or 404."""
+    from adapters import a2a
+
+    agent_id = request.match_info["agent_id"]
+    info = await _edge(request).info(agent_id)
+    if info is None:
+        return web.json_response({"error": f"no live agent {agent_id!r}"}, status=404)
+    base = _base(request)
+    return web.json_response(a2a.card(info, f"{base}/a2a/{agent_id}",
+                                      documentation_url=f"{base}/openapi.json"))
+
+
+async def rpc(request: web.Request) -> web.StreamResponse:
+    """One JSON-RPC call."""
+    from adapters import a2a
+
+    edge = _edge(request)
+    agent_id = request.match_info["agent_id"]
+    call_id: Any = None
+    try:
+        call = a2a.read_call(await request.read())
+        call_id = call.id
+        if call.method == "SendStreamingMessage":
+            return await _stream(request, edge, agent_id, call)
+        if call.method == "SendMessage":
+            value = [v async for v in edge.send(agent_id, call.params)][-1]
+        elif call.method == "GetTask":
+            value = await edge.get(agent_id, call.params)
+        else:
+            value = await edge.cancel(agent_id, call.params)
+        return web.json_response(a2a.result(call, value))
+    except a2a.RpcError as exc:
+        return web.json_response(a2a.error(call_id, exc))
+
+
+async def _stream(request: web.Request, edge: A2AEdge, agent_id: str, call: Any
+                  ) -> web.StreamResponse:
+    from adapters import a2a
+
+    events = edge.send(agent_id, call.params, stream=True)
+    try:
+        first = await anext(events)  # a refusal is a plain JSON-RPC error, not a stream
+    except a2a.RpcError as exc:
+        return web.json_response(a2a.error(call.id, exc))
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    try:
+        await response.write(_sse(a2a.result(call, first)))
+        async for event in events:
+            await response.write(_sse(a2a.result(call, event)))
+    except ConnectionResetError:  # the task goes on; GetTask reads it later
+        return response
+    await response.write_eof()
+    return response
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+
+async def close_edge(app: web.Application) -> None:
+    """Stop the edge's running tasks (on the gateway's cleanup)."""
+    for edge in app[_EDGE]:
+        await edge.aclose()
+
+
+def setup(app: web.Application) -> None:
+    """Register the A2A routes."""
+    app[_EDGE] = []
+    app.router.add_get("/a2a/{agent_id}" + CARD_PATH, agent_card)
+    app.router.add_post("/a2a/{agent_id}", rpc)
+    app.on_cleanup.insert(0, close_edge)
