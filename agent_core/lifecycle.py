@@ -26,7 +26,7 @@ from .task import ACTIVE, TaskState
 
 #: What a unit of work asks for: a message to answer, a decision to apply to a paused
 #: task, a scheduled job's run.
-WorkKind = Literal["message", "approval", "scheduled"]
+WorkKind = Literal["message", "approval", "scheduled", "workflow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,8 @@ def next_step(kind: WorkKind, stored: TaskState | None, waiting: TaskState | Non
         return Recover()
     if kind == "scheduled":
         return Start(unattended=True)
+    if kind == "workflow":  # a run of a hub workflow: never the answer to a question
+        return Start()
     if waiting is not None and waiting.status == "asked_user":
         return AnswerWaiting(waiting.task_id)
     return Start()

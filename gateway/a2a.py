@@ -172,8 +172,13 @@ class A2AEdge:
             while True:
                 waiting = asyncio.ensure_future(live.events.get())
                 finished = asyncio.ensure_future(live.done.wait())
-                done, _ = await asyncio.wait([waiting, finished],
-                                             return_when=asyncio.FIRST_COMPLETED)
+                try:
+                    done, _ = await asyncio.wait([waiting, finished],
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                except BaseException:  # the client went away: the task goes on
+                    waiting.cancel()
+                    finished.cancel()
+                    raise
                 if waiting in done:
                     finished.cancel()
                     event = waiting.result()
@@ -237,7 +242,7 @@ class A2AEdge:
             self._live.pop(record.task.id, None)
 
     async def _run_hub(self, record: Record, inbound: a2a.Inbound, live: _Live) -> None:
-        from hub import TaskRequest
+        from hub import LogEvent, TaskRequest
         from hub.bus import log_subject
         from hub.errors import BusOverloaded
 
@@ -254,7 +259,9 @@ class A2AEdge:
                 note = bus.parse(msg.data)
             except Exception:
                 return
-            details = getattr(note, "details", {})
+            if not isinstance(note, LogEvent):
+                return
+            details = note.details
             said = " ".join(f"{k}={v}" for k, v in details.items() if k != "run_id")
             live.events.put_nowait(a2a.progress(record.task, f"{note.event_type}: {said}"
                                                 if said else note.event_type))

@@ -19,7 +19,6 @@ from .access import Roles
 from .queue import WorkQueue
 from .scheduler import Job, Scheduler, place_of
 from .settings import GatewaySettings
-from .workflows import WorkflowChat
 
 _COMMAND = re.compile(r"^\s*/([a-z]+)(?:@\w+)?\b", re.IGNORECASE)
 
@@ -50,14 +49,14 @@ class Commands:
 
     def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
                  model_status: Callable[[], str], settings: GatewaySettings,
-                 scheduler: Scheduler | None = None,
-                 workflows: WorkflowChat | None = None) -> None:
+                 scheduler: Scheduler | None = None, workflows: bool = False) -> None:
         self.queue = queue
         self.store = store
         self.model_status = model_status
         self.settings = settings
         self.roles = Roles.from_settings(settings)
         self.scheduler = scheduler
+        #: Whether /workflow runs (the hub is connected): then the router queues it.
         self.workflows = workflows
 
     def parse(self, text: str) -> Command | None:
@@ -97,11 +96,9 @@ class Commands:
                 return await self._schedules(msg)
             case "unschedule":
                 return await self._unschedule(msg)
-            case "workflow":
-                if self.workflows is None:
-                    return "Workflows need the agent hub, which is not enabled here " \
-                           "(HERMES_HUB=true)."
-                return await self.workflows.begin(msg, _COMMAND.sub("", msg.text, count=1))
+            case "workflow":  # with the hub the router queues it as a task instead
+                return "Workflows need the agent hub, which is not enabled here " \
+                       "(HERMES_HUB=true)."
             case unknown:
                 assert_never(unknown)
 

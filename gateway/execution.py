@@ -42,6 +42,7 @@ from .progress import ProgressRelay
 from .queue import Head, WorkItem, WorkQueue
 from .replies import Replies
 from .settings import GatewaySettings
+from .workflows import WorkflowTasks
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class Execution:
 
     def __init__(self, *, runtime: Runtime, queue: WorkQueue, channels: dict[str, Channel],
                  progress: ProgressRelay, replies: Replies, settings: GatewaySettings,
-                 model_ready: bool) -> None:
+                 model_ready: bool, workflows: WorkflowTasks | None = None) -> None:
         self.runtime = runtime
         self.queue = queue
         self.channels = channels
@@ -60,6 +61,8 @@ class Execution:
         self.settings = settings
         self.roles = Roles.from_settings(settings)
         self.model_ready = model_ready
+        #: Runs ``/workflow`` tasks (with the hub).
+        self.workflows = workflows
         self._running: dict[str, asyncio.Future[TaskResult]] = {}
 
     def cancel(self, task_id: str) -> None:
@@ -78,7 +81,7 @@ class Execution:
         deliver (cancelled before it started)."""
         item = head.item
         msg = item.inbound
-        if not self.model_ready:
+        if not self.model_ready and item.kind != "workflow":
             return await self.replies.without_agent(item, missing_model_message(), "failed")
         loop = self.runtime.loop
         control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
@@ -88,6 +91,14 @@ class Execution:
         match step:
             case Skip():
                 return None
+            case Start() | Recover() if item.kind == "workflow":
+                if self.workflows is None:
+                    return await self.replies.without_agent(
+                        item, "Workflows need the agent hub, which is not enabled here "
+                        "(HERMES_HUB=true).", "failed")
+                runner = self.workflows.run(
+                    item, identity=f"{msg.channel}:{msg.user_id}",
+                    stored=head.task if isinstance(step, Recover) else None)
             case Redeliver(state=state):
                 if self.replies.already_delivered(state.task_id):
                     return None  # its removal was lost in an outage; the person has it

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from adapters.base import InboundMessage, Routed
 from agent_core import TaskState, tracing
+from agent_core.lifecycle import WorkKind
 from agent_core.store.keys import check_conversation_id
 
 from .access import AccessPolicy
@@ -73,6 +74,9 @@ class Router:
             return Routed("refused", reason=decision.reason)
 
         command = self.commands.parse(msg.text)
+        kind: WorkKind = "message"
+        if command == "workflow" and self.commands.workflows:
+            kind, command = "workflow", None  # a task of its own: queued, answered later
         if command is not None:
             if dedupe_key is not None and not await self.queue.first_time(dedupe_key):
                 return Routed("duplicate")
@@ -80,7 +84,8 @@ class Router:
             await self.deliverer.deliver(msg.reply(text, "notice"))
             return Routed("command", reason=command, reply=text)
 
-        item = WorkItem(inbound=msg, task_id=task_id, traceparent=tracing.traceparent())
+        item = WorkItem(kind=kind, inbound=msg, task_id=task_id,
+                        traceparent=tracing.traceparent())
         placeholder = TaskState(
             task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
             user_id=msg.user_id, role="", permissions=[], instruction=msg.text,

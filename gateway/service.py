@@ -46,7 +46,7 @@ from .router import Router
 from .scheduler import Scheduler
 from .settings import GatewaySettings
 from .worker import WorkerPool
-from .workflows import WorkflowChat
+from .workflows import WorkflowTasks
 
 if TYPE_CHECKING:
     from hub import Bus
@@ -151,14 +151,9 @@ class Gateway:
         scheduler = Scheduler(store.redis, queue, settings)
         runtime.loop.services = Services(scheduler=scheduler,
                                          delegation=_delegation(bus))
-        workflows = None
-        if bus is not None:
-            workflows = WorkflowChat(bus, store.redis, settings.redis_prefix, deliverer,
-                                     retention=settings.task_retention)
-            await workflows.start()
-            stack.push_async_callback(workflows.stop)
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
-                            settings=settings, scheduler=scheduler, workflows=workflows)
+                            settings=settings, scheduler=scheduler,
+                            workflows=bus is not None)
         router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                         deliverer=deliverer, commands=commands, settings=settings,
                         counted=self.metrics.routed)
@@ -175,7 +170,11 @@ class Gateway:
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
                           approvals=approvals, outage=outage)
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
-                              replies=replies, settings=settings, model_ready=self.model_ready)
+                              replies=replies, settings=settings, model_ready=self.model_ready,
+                              workflows=WorkflowTasks(
+                                  bus, store, runtime.bus,
+                                  shutting_down=lambda: runtime.loop.shutting_down)
+                              if bus else None)
         workers = WorkerPool(queue=queue, execution=execution, replies=replies,
                              concurrency=settings.hermes_workers, outage=outage)
         if isinstance(store.redis, MultiplexedRedis):

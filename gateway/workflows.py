@@ -1,149 +1,172 @@
-"""``/workflow <id> <text>`` in every channel: the run is started on the hub and its answer
-posted in the conversation when it comes, by whichever gateway process is up then.
+"""``/workflow <id> <text>`` in every channel: a task of the conversation whose work is a
+run of a hub workflow instead of the agent's loop.
 
-Where an answer goes is kept in the store before the run is asked for
-(``<prefix>:workflow:<task id>``). Answers come on ``reply.gateway-chat-<prefix>`` and are
-read from ``HMP_REPLIES`` by one durable consumer that every gateway process of the
-deployment pulls from: an answer
-that comes while the process that started the run is down is posted by another, or by it
-once it is back.
+The router queues it like any message (so it waits its turn, shows progress, stops with
+/stop and is answered where it was asked: a Slack thread, a Telegram topic, the web chat,
+the API's task). Its worker sends the ``run_workflow`` request with a sender id of its own
+(``gateway-wf.<task id>``) and keeps when and to which executor in the task's state first,
+so a worker that continues the task after another died reads the answer that came
+meanwhile, or waits for it, instead of starting the run again. Each step's start and end is
+shown as the task's progress; /stop cancels the run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import Redis
-
-from adapters.base import InboundMessage
-from agent_core.background import Background
-
-from .delivery import Deliverer
+from agent_core import TaskResult, TaskState
+from agent_core.events import Event, EventBus, EventType
+from agent_core.report import TaskReport
 
 if TYPE_CHECKING:
-    from nats.aio.msg import Msg
-
+    from agent_core.store import RedisConversationStore
     from hub import Bus, TaskResponse
+
+    from .queue import WorkItem
 
 log = logging.getLogger(__name__)
 
 _MAX_TEXT = 3500
+_DEADLINE_MS = 300_000
 
 
-def sender_of(prefix: str) -> str:
-    """The sender id of one deployment's chat runs (its store prefix: replicas share it)."""
-    return "gateway-chat-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in prefix)
+class WorkflowTasks:
+    """Runs the workflow tasks of the conversations."""
 
-
-class WorkflowChat:
-    """Starts runs for chat messages and posts their answers."""
-
-    def __init__(self, bus: Bus, redis: Redis, prefix: str, deliverer: Deliverer, *,
-                 retention: float) -> None:
+    def __init__(self, bus: Bus, store: RedisConversationStore, events: EventBus, *,
+                 shutting_down: Callable[[], bool] = lambda: False) -> None:
         from hub.workflows.store import WorkflowStore
 
         self.bus = bus
-        self.redis = redis
-        self.prefix = prefix
-        self.deliverer = deliverer
-        self.retention = retention
-        self.store = WorkflowStore(bus)
-        self.sender = sender_of(prefix)
-        self._loop = Background()
+        self.store = store
+        self.events = events
+        #: True while the process hands its tasks back (a cancel is then not a /stop).
+        self.shutting_down = shutting_down
+        self.workflows = WorkflowStore(bus)
 
-    def _key(self, task_id: str) -> str:
-        return f"{self.prefix}:workflow:{task_id}"
+    async def run(self, item: WorkItem, *, identity: str, stored: TaskState | None
+                  ) -> TaskResult:
+        """Carry out ``/workflow <id> <text>`` for ``item`` (``stored``: its state, when a
+        worker before this one began it)."""
+        from hub import TaskRequest
+        from hub.workflows.client import NoExecutor, choose_executor
 
-    async def start(self) -> None:
-        """Pull answers from the shared durable consumer."""
-        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
-        from hub.bus import REPLIES, reply_subject
-
-        durable = self.sender.replace("-", "_")
-        self._subscription = await self.bus.js.pull_subscribe(
-            reply_subject(self.sender), durable=durable, stream=REPLIES, config=ConsumerConfig(
-                durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
-                deliver_policy=DeliverPolicy.NEW, ack_wait=30,
-                filter_subject=reply_subject(self.sender)))
-        self._loop.start(self._pull(), name="workflow answers")
-
-    async def stop(self) -> None:
-        await self._loop.stop(grace=3)
-        with contextlib.suppress(Exception):
-            await self._subscription.unsubscribe()
-
-    async def begin(self, msg: InboundMessage, arguments: str) -> str:
-        """The command's own reply: the run started, or why not."""
-        from hub.workflows.client import NoExecutor, Started, start_run
-
-        workflow_id, _, text = arguments.strip().partition(" ")
-        if not workflow_id:
-            kept = await self.store.versions()
-            listed = ", ".join(kept) or "none yet"
-            return f"Usage: /workflow <id> <what to do>. Workflows here: {listed}."
-        workflow = await self.store.get(workflow_id)
-        if workflow is None:
-            listed = ", ".join(await self.store.versions()) or "none yet"
-            return f"There is no workflow {workflow_id!r}. Workflows here: {listed}."
-
-        async def keep(started: Started) -> None:
-            await self.redis.set(self._key(started.task_id), msg.model_dump_json(),
-                                 ex=int(self.retention))
-
-        try:
-            started = await start_run(self.bus, workflow_id, {
-                "text": text.strip(), "conversation_id": msg.conversation_id,
-                "channel": msg.channel, "user_id": msg.user_id}, sender_id=self.sender,
-                before=keep)
-        except NoExecutor as exc:
-            return f"The workflow cannot start: {exc}."
-        return (f"Started workflow {workflow_id} v{workflow.version} (run {started.run_id}); "
-                "I will post its result here.")
-
-    async def _pull(self) -> None:
-        from nats.errors import TimeoutError as NatsTimeout
-
-        while self._loop.running:
+        msg = item.inbound
+        workflow_id, _, text = _arguments(msg.text).partition(" ")
+        state = stored if stored is not None and stored.extra.get("workflow") else TaskState(
+            task_id=item.task_id, trace_id=item.task_id, conversation_id=msg.conversation_id,
+            user_id=identity, role="", permissions=[], instruction=msg.text, status="running",
+            extra={"channel": msg.channel})
+        self._emit(state, EventType.AGENT_STARTED, {"task_id": state.task_id,
+                                                     "text": msg.text[:2000],
+                                                     "resumed": stored is not None})
+        kept = state.extra.get("workflow")
+        if kept is None:
+            if not workflow_id:
+                listed = ", ".join(await self.workflows.versions()) or "none yet"
+                return await self._end(state, "answered", "Usage: /workflow <id> <what to do>."
+                                       f" Workflows here: {listed}.")
+            if await self.workflows.get(workflow_id) is None:
+                listed = ", ".join(await self.workflows.versions()) or "none yet"
+                return await self._end(state, "failed", f"There is no workflow "
+                                       f"{workflow_id!r}. Workflows here: {listed}.")
             try:
-                messages = await self._subscription.fetch(1, timeout=1.0)
-            except NatsTimeout:
-                continue
-            except Exception as exc:
-                log.warning("workflow answers: cannot pull: %s", exc)
-                await self._loop.pause(1.0)
-                continue
-            for message in messages:
-                try:
-                    await self._post(message)
-                except Exception as exc:  # redelivered after the ack wait
-                    log.warning("workflow answer not posted yet: %s: %s",
-                                type(exc).__name__, exc)
-
-    async def _post(self, message: Msg) -> None:
-        from hub import TaskResponse, Violation
-
+                executor = await choose_executor(self.bus)
+            except NoExecutor as exc:
+                return await self._end(state, "failed", f"The workflow cannot start: {exc}.")
+            kept = {"workflow_id": workflow_id, "executor": executor, "sent_at": time.time(),
+                    "input": {"text": text.strip(), "conversation_id": msg.conversation_id,
+                              "channel": msg.channel, "user_id": msg.user_id}}
+            state.extra["workflow"] = kept
+            state.status = "running"
+            await self.store.save_task(state)  # before it is sent: a later worker knows
+        request = TaskRequest(
+            message_id=f"wf-{state.task_id}", task_id=f"wf-{state.task_id}",
+            sender_id=f"gateway-wf.{state.task_id}", correlation_id=state.task_id,
+            intent="run_workflow", timestamp=kept["sent_at"], deadline_ms=_DEADLINE_MS,
+            arguments={"workflow_id": kept["workflow_id"], "input": kept["input"]})
         try:
-            answer = self.bus.parse(message.data)
-        except Violation:
-            await message.ack()
-            return
-        if not isinstance(answer, TaskResponse):
-            await message.ack()
-            return
-        key = self._key(answer.task_id)
-        raw = await self.redis.get(key)
-        if raw is None:  # posted already, or not started from a chat
-            await message.ack()
-            return
-        inbound = InboundMessage.model_validate_json(raw)
-        kind: Literal["answer", "error"] = "answer" if answer.status == "success" else "error"
-        await self.deliverer.deliver(inbound.reply(describe(answer), kind))
-        await self.redis.delete(key)
-        await message.ack()
+            response = await self._follow(state, request, kept["executor"],
+                                          resume=stored is not None)
+        except asyncio.CancelledError:
+            if not self.shutting_down():  # /stop: the run ends, and the task with it
+                await asyncio.shield(self._stopped(state, request))
+            raise
+        status = "answered" if response.status == "success" else \
+            "cancelled" if response.error_code == "CANCELLED" else "failed"
+        return await self._end(state, status, describe(response))
+
+    async def _follow(self, state: TaskState, request: Any, executor: str, *,
+                      resume: bool) -> TaskResponse:
+        """The run's answer, its steps shown as the task's progress meanwhile."""
+        from hub import LogEvent
+        from hub.bus import log_subject
+
+        async def step(msg: Any) -> None:
+            try:
+                note = self.bus.parse(msg.data)
+            except Exception:
+                return
+            if not isinstance(note, LogEvent):
+                return
+            details = note.details
+            name = f"step {details.get('step')}"
+            if note.event_type == "step_started":
+                self._emit(state, EventType.TOOL_STARTED, {"tool": name, "arguments": {},
+                                                           "call_id": name})
+            elif note.event_type == "step_finished" and details.get("status") in (
+                    "success", "skipped"):
+                self._emit(state, EventType.TOOL_FINISHED, {
+                    "tool": name, "call_id": name, "status": details.get("status")})
+            elif note.event_type == "step_finished":
+                self._emit(state, EventType.TOOL_ERROR, {
+                    "tool": name, "call_id": name,
+                    "error": f"{details.get('status')} ({details.get('error_code')})"})
+
+        subscription = await self.bus.nc.subscribe(log_subject(request.task_id), cb=step)
+        try:
+            return await self.bus.request(executor, request, resume=resume)
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def _stopped(self, state: TaskState, request: Any) -> None:
+        """/stop: the run is cancelled, the task ends "cancelled"."""
+        from hub.workflows.store import run_id_of
+
+        with contextlib.suppress(Exception):
+            await self.workflows.cancel(run_id_of(request.sender_id, request.task_id))
+        await self._end(state, "cancelled", "Stopped.")
+
+    async def _end(self, state: TaskState, status: str, text: str) -> TaskResult:
+        state.status = status  # type: ignore[assignment]
+        state.result_text = text
+        if status == "answered":
+            state.answer = text
+        elif status == "failed":
+            state.error = text
+        await self.store.save_task(state)
+        self._emit(state, EventType.AGENT_FINISHED, {"outcome": status, "text": text[:4000]})
+        return TaskResult(state.task_id, state.trace_id, state.conversation_id,
+                          state.status, text, TaskReport(outcome=state.status),
+                          error=state.error)
+
+    def _emit(self, state: TaskState, kind: EventType, payload: dict[str, Any]) -> None:
+        self.events.emit(Event(kind, state.trace_id, state.conversation_id, 0, payload,
+                               task_id=state.task_id))
+
+
+def _arguments(text: str) -> str:
+    """What follows ``/workflow`` (or ``/workflow@bot``)."""
+    from .commands import _COMMAND
+
+    return _COMMAND.sub("", text, count=1).strip()
 
 
 def describe(answer: TaskResponse) -> str:

@@ -57,6 +57,9 @@ class Agent(abc.ABC):
     #: Requests one copy handles at once (a TaskLoop agent: one; an agent that mostly
     #: waits on others, like the workflow executor: many).
     concurrency: int = 1
+    #: Seconds a stopping copy lets its requests finish before it hands them back (they
+    #: are redelivered to another copy at once).
+    stop_grace: float = 10.0
 
     def __init__(self) -> None:
         #: How the request being handled (in this task) publishes.
@@ -99,6 +102,7 @@ class AgentRunner:
         self._loop = Background()
         self._slots = asyncio.Semaphore(max(1, agent.concurrency))
         self._handlers: set[asyncio.Task[None]] = set()
+        self._handing_back = False
 
     @property
     def busy(self) -> bool:
@@ -161,8 +165,9 @@ class AgentRunner:
                 await self._service.stop()
         await self._loop.stop(grace=10)
         if self._handlers:
-            await asyncio.wait(self._handlers, timeout=10)
-            for handler in list(self._handlers):  # unacknowledged: redelivered elsewhere
+            await asyncio.wait(self._handlers, timeout=self.agent.stop_grace)
+            self._handing_back = True
+            for handler in list(self._handlers):  # handed back: redelivered elsewhere
                 handler.cancel()
             if self._handlers:
                 await asyncio.wait(self._handlers, timeout=5)
@@ -197,6 +202,11 @@ class AgentRunner:
         keep = asyncio.create_task(self._in_progress(msg))
         try:
             await self._handle(msg)
+        except asyncio.CancelledError:
+            if self._handing_back:  # a stop, not a crash: another copy takes it now
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+            raise
         except Exception:
             log.exception("agent %s: a request's handling failed", self.agent.agent_id)
         finally:

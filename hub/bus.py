@@ -47,6 +47,9 @@ SUBJECTS = {TASKS: "task.request.>", REPLIES: "reply.>", DEAD: "dead.>",
             BAD_JSON: "bad_json_log.>", TOOLS: "tool.kept.>", LOG: "log.>"}
 CORRELATION, TRACE, MSG_ID = "Correlation-ID", "Trace-ID", "Nats-Msg-Id"
 _DUPLICATE_WINDOW = 120.0
+#: A request is sent again (the same message id) only this long after it was first sent:
+#: well inside the duplicate window, so JetStream stores it once.
+RESEND_WINDOW = 90.0
 #: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
 _GRACE = 2.0
 #: Seconds a known request-stream depth is trusted while it is far below the soft limit.
@@ -203,9 +206,28 @@ class Bus:
         log.warning("repaired broken JSON from %s on %s", sender, msg.subject)
         return parse(repaired, check)
 
-    async def request(self, receiver: str, request: TaskRequest) -> TaskResponse:
+    async def kept_answer(self, request: TaskRequest) -> TaskResponse | None:
+        """The answer to ``request`` already kept in HMP_REPLIES, when its sender's reply
+        subject is its own (a sender id per request) and the answer is the last there."""
+        try:
+            msg = await self.js.get_last_msg(REPLIES, reply_subject(request.sender_id))
+        except NotFoundError:
+            return None
+        try:
+            answer = self.parse(msg.data or b"")
+        except Violation:
+            return None
+        return answer if isinstance(answer, TaskResponse) and \
+            answer.task_id == request.task_id else None
+
+    async def request(self, receiver: str, request: TaskRequest, *,
+                      resume: bool = False) -> TaskResponse:
         """Send ``request`` to agent ``receiver`` and wait for its answer until the
-        request's deadline; then the answer is a failed response with TIMEOUT."""
+        request's deadline; then the answer is a failed response with TIMEOUT.
+        ``resume``: the same request was sent before by a process that died waiting (its
+        sender id is its own): an answer that came meanwhile is read back from the stream,
+        and the request is sent again only inside JetStream's duplicate window (the same
+        message id is stored once), so it is never handled twice."""
         headers = Headers(request.correlation_id, request.correlation_id)
         answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
 
@@ -219,17 +241,23 @@ class Bus:
                     and not answered.done():
                 answered.set_result(message)
 
-        pause = await self.admit(receiver)  # before anything is sent: refused, not lost
+        pause = 0.0 if resume else await self.admit(receiver)  # before anything is sent
         if pause:
             await asyncio.sleep(pause)
         subscription = await self.nc.subscribe(reply_subject(request.sender_id),
                                                cb=on_reply)
         try:
-            await self.publish(request_subject(receiver), request.model_copy(
-                update={"receiver_id": receiver}), headers)
+            kept = await self.kept_answer(request) if resume else None
+            if kept is not None:
+                return kept
+            if not resume or time.time() - request.timestamp < RESEND_WINDOW:
+                await self.publish(request_subject(receiver), request.model_copy(
+                    update={"receiver_id": receiver}), headers)
             # The hub's deadline watch answers TIMEOUT at the deadline; this wait is the
             # fallback for a hub without one.
-            async with asyncio.timeout(request.deadline_ms / 1000 + _GRACE):
+            left = request.timestamp + request.deadline_ms / 1000 + _GRACE - time.time()
+            async with asyncio.timeout(max(0.0, left) if resume else
+                                       request.deadline_ms / 1000 + _GRACE):
                 return await answered
         except TimeoutError:
             return TaskResponse(sender_id="hub-client", receiver_id=request.sender_id,

@@ -1,8 +1,9 @@
 """Discovery: who is alive, what they can do, how busy they are.
 
 Every running copy of an agent sends a ``heartbeat`` on ``$HEALTHCHECK`` every few seconds
-(``Heartbeats``). The discovery service (``Discovery``, run by ``hermes-gateway hub``; any
-number of copies) keeps the latest of each copy and answers ``$DISCOVERY`` requests
+(``Heartbeats``), and a ``log_event`` ``stopping`` when it stops. The discovery service
+(``Discovery``, run by ``hermes-gateway hub``; any number of copies) keeps the latest of each
+copy and answers ``$DISCOVERY`` requests
 (``{"intent": "validate_claim"}``) with the live agents that have that capability, least
 loaded first. A copy is offline after three missed heartbeats. ``choose`` picks one of the
 candidates: weighted by the configured traffic split (a canary at 30%), and an agent over
@@ -29,11 +30,13 @@ from nats.aio.msg import Msg
 from agent_core.background import Background
 
 from .bus import Bus
-from .messages import Heartbeat, Violation
+from .messages import Heartbeat, LogEvent, Violation
 
 log = logging.getLogger(__name__)
 
 HEALTHCHECK, DISCOVERY = "$HEALTHCHECK", "$DISCOVERY"
+#: The event a stopping copy sends on $HEALTHCHECK.
+STOPPING = "stopping"
 INTERVAL = 2.0
 MISSED = 3
 BUSY = 80.0
@@ -73,8 +76,15 @@ class Heartbeats:
         self._loop.start(self._beat(), name=f"heartbeat-{self.agent_id}")
 
     async def stop(self) -> None:
-        """Stop beating (the copy goes offline after three missed beats)."""
+        """Stop beating, and say so (a ``log_event`` ``stopping`` on $HEALTHCHECK):
+        discovery forgets the copy at once (a copy that dies is forgotten after three
+        missed beats)."""
         await self._loop.stop()
+        goodbye = LogEvent(sender_id=self.agent_id, level="info", event_type=STOPPING,
+                           details={"agent_id": self.agent_id,
+                                    "endpoint": self.heartbeat().endpoint})
+        with contextlib.suppress(Exception):  # its connection may be gone already
+            await self.bus.nc.publish(HEALTHCHECK, goodbye.to_json())
 
     def abandon(self) -> None:
         """Stop beating at once (what a crash does)."""
@@ -133,6 +143,9 @@ class Discovery:
             return
         if isinstance(beat, Heartbeat):
             self.copies[(beat.agent_id, beat.endpoint or "")] = (beat, self.clock())
+        elif isinstance(beat, LogEvent) and beat.event_type == STOPPING:
+            self.copies.pop((str(beat.details.get("agent_id")),
+                             str(beat.details.get("endpoint") or "")), None)
 
     async def _on_query(self, msg: Msg) -> None:
         try:

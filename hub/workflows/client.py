@@ -30,12 +30,8 @@ class Started:
     executor: str
 
 
-async def start_run(bus: Bus, workflow_id: str, given: dict[str, Any], *, sender_id: str,
-                    version: int | None = None, deadline_ms: int = MAX_DEADLINE_MS,
-                    correlation_id: str | None = None,
-                    before: Callable[[Started], Awaitable[None]] | None = None) -> Started:
-    """Ask a live executor to run ``workflow_id`` on ``given``; ``before`` is awaited with
-    the run's ids before the request is sent (to keep where its answer goes)."""
+async def choose_executor(bus: Bus) -> str:
+    """A live workflow executor (by load and the traffic split), or NoExecutor."""
     try:
         chosen = choose(await discover(bus, RUN_WORKFLOW),
                         bus.settings.hub_traffic.get(RUN_WORKFLOW))
@@ -44,19 +40,29 @@ async def start_run(bus: Bus, workflow_id: str, given: dict[str, Any], *, sender
     if chosen is None:
         raise NoExecutor("no workflow executor is running on the hub (hermes-gateway hub "
                          "runs one, HUB_EXECUTOR)")
+    return chosen.agent_id
+
+
+async def start_run(bus: Bus, workflow_id: str, given: dict[str, Any], *, sender_id: str,
+                    version: int | None = None, deadline_ms: int = MAX_DEADLINE_MS,
+                    correlation_id: str | None = None,
+                    before: Callable[[Started], Awaitable[None]] | None = None) -> Started:
+    """Ask a live executor to run ``workflow_id`` on ``given``; ``before`` is awaited with
+    the run's ids before the request is sent (to keep where its answer goes)."""
+    executor = await choose_executor(bus)
     arguments: dict[str, Any] = {"workflow_id": workflow_id, "input": given}
     if version is not None:
         arguments["version"] = version
-    request = TaskRequest(sender_id=sender_id, receiver_id=chosen.agent_id,
+    request = TaskRequest(sender_id=sender_id, receiver_id=executor,
                           intent=RUN_WORKFLOW, arguments=arguments, deadline_ms=deadline_ms,
                           **({"correlation_id": correlation_id} if correlation_id else {}))
     started = Started(run_id_of(sender_id, request.task_id), request.task_id,
-                      request.correlation_id, chosen.agent_id)
-    pause = await bus.admit(chosen.agent_id)
+                      request.correlation_id, executor)
+    pause = await bus.admit(executor)
     if pause:
         await asyncio.sleep(pause)
     if before is not None:
         await before(started)
-    await bus.publish(request_subject(chosen.agent_id), request,
+    await bus.publish(request_subject(executor), request,
                       Headers(request.correlation_id, request.correlation_id))
     return started

@@ -8,11 +8,7 @@ by side when they do not depend on each other), follows a ``partial`` answer's n
 (up to the step's ``max_follow_ups``), evaluates conditions, and answers with one
 ``task_response`` for the whole run.
 
-Each request a step sends has its own sender id (``wf.<run>.<step>.<n>``), so its answer
-stays findable in ``HMP_REPLIES`` by subject: a copy that continues a run after another
-died reads an answer that came in between instead of sending the step again, and waits for
-one still due. A step's request is sent again only within JetStream's duplicate window
-(the same message id: stored once), so no step runs twice.
+How a step is sent and awaited is ``steps``; how a run's state is kept, ``live``.
 """
 
 from __future__ import annotations
@@ -21,33 +17,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.msg import Msg
-from nats.js.errors import NotFoundError
 
 from ..agent import Agent
-from ..bus import REPLIES, Bus, Headers, log_subject, reply_subject, request_subject
+from ..bus import Bus, Headers
 from ..deadlines import deadline_of
-from ..discovery import choose, discover
-from ..errors import BusOverloaded
-from ..messages import LogEvent, TaskRequest, TaskResponse, Violation
+from ..messages import TaskRequest, TaskResponse
 from .definition import Step, Workflow
 from .document import MissingInput, holds, resolve
-from .store import CANCEL, Run, Sent, StepState, WorkflowStore, run_id_of
+from .live import LiveRun
+from .steps import run_step
+from .store import CANCEL, Run, StepState, WorkflowStore, run_id_of
 
 log = logging.getLogger(__name__)
 
 EXECUTOR_ID = "workflow-executor"
 RUN_WORKFLOW = "run_workflow"
-#: A request is sent again (same message id) only this long after it was first sent: well
-#: inside JetStream's two-minute duplicate window.
-_RESEND_WINDOW = 90.0
-#: Seconds past a step's deadline to wait for the hub's own TIMEOUT before deciding it.
-_GRACE = 2.0
-#: Kept from the end of the run's own deadline for its answer.
-_MARGIN_MS = 250
 
 
 class RunRefused(ValueError):
@@ -58,24 +45,15 @@ class RunRefused(ValueError):
         self.code = code
 
 
-@dataclass
-class _Live:
-    """A run being driven by this copy."""
-
-    run: Run
-    revision: int
-    deadline: float
-    headers: Headers
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
 class WorkflowExecutor(Agent):
     """Runs workflows kept in ``store``; offers ``run_workflow`` and each workflow's own
     capability."""
 
     concurrency = 64
     version = "1"
+    #: A run's state is kept after every step: a stopping copy hands its runs to another
+    #: at once instead of waiting for them.
+    stop_grace = 0.5
 
     def __init__(self, bus: Bus, store: WorkflowStore | None = None, *,
                  agent_id: str = EXECUTOR_ID) -> None:
@@ -84,7 +62,7 @@ class WorkflowExecutor(Agent):
         self.store = store or WorkflowStore(bus)
         self.agent_id = agent_id
         self.capabilities: tuple[str, ...] = (RUN_WORKFLOW,)
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, LiveRun] = {}
         self._subscription: Any = None
 
     async def start(self) -> None:
@@ -118,7 +96,7 @@ class WorkflowExecutor(Agent):
         except asyncio.CancelledError:
             if time.time() >= live.deadline and live.run.status == "running":
                 # The hub answers TIMEOUT for the run; its state says so too.
-                await asyncio.shield(self._finish(live, "failed", "TIMEOUT"))
+                await asyncio.shield(live.finish("failed", "TIMEOUT"))
             raise
         finally:
             self._live.pop(live.run.run_id, None)
@@ -126,7 +104,7 @@ class WorkflowExecutor(Agent):
 
     # -- opening a run -------------------------------------------------------------------
 
-    async def _open(self, request: TaskRequest) -> _Live:
+    async def _open(self, request: TaskRequest) -> LiveRun:
         """The run ``request`` starts, or continues (a redelivered request)."""
         run_id = run_id_of(request.sender_id, request.task_id)
         run, revision = await self.store.load(run_id)
@@ -146,7 +124,8 @@ class WorkflowExecutor(Agent):
             log.info("workflow %s v%d: run %s continues", run.workflow_id, run.version,
                      run_id)
         headers = Headers(request.correlation_id, request.correlation_id)
-        return _Live(run, revision, deadline_of(request), headers)
+        return LiveRun(run, revision, deadline_of(request), headers, self.bus, self.store,
+                       self.agent_id)
 
     async def _workflow_of(self, request: TaskRequest) -> tuple[Workflow, dict[str, Any]]:
         args = request.arguments
@@ -172,7 +151,7 @@ class WorkflowExecutor(Agent):
 
     # -- driving it --------------------------------------------------------------------
 
-    async def _drive(self, live: _Live) -> None:
+    async def _drive(self, live: LiveRun) -> None:
         """Run every step that can run until the run ends."""
         workflow = live.run.definition
         order = workflow.order()
@@ -180,11 +159,11 @@ class WorkflowExecutor(Agent):
         try:
             while live.run.status == "running":
                 if live.run.cancel_requested or live.cancelled.is_set():
-                    await self._finish(live, "cancelled", "CANCELLED")
+                    await live.finish("cancelled", "CANCELLED")
                     return
                 stopped = self._stopping_step(live)
                 if stopped is not None:
-                    await self._finish(live, "failed", self._code_of(live, stopped),
+                    await live.finish("failed", self._code_of(live, stopped),
                                        failed_step=stopped)
                     return
                 for step_id in order:
@@ -196,16 +175,18 @@ class WorkflowExecutor(Agent):
                         continue
                     if state.status == "pending" and await self._skipped(live, step):
                         continue
-                    running[step_id] = asyncio.create_task(self._run_step(live, step))
+                    running[step_id] = asyncio.create_task(run_step(live, step))
                 if not running:
                     # Steps run in an order that puts each after what it needs, and a
                     # step that cannot run is skipped: nothing is left waiting.
-                    await self._finish(live, "success", None)
+                    await live.finish("success", None)
                     return
                 cancel = asyncio.ensure_future(live.cancelled.wait())
-                done, _ = await asyncio.wait([*running.values(), cancel],
-                                             return_when=asyncio.FIRST_COMPLETED)
-                cancel.cancel()
+                try:
+                    done, _ = await asyncio.wait([*running.values(), cancel],
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    cancel.cancel()
                 for step_id, task in list(running.items()):
                     if task in done:
                         del running[step_id]
@@ -216,7 +197,7 @@ class WorkflowExecutor(Agent):
             if running:
                 await asyncio.wait(running.values())
 
-    async def _skipped(self, live: _Live, step: Step) -> bool:
+    async def _skipped(self, live: LiveRun, step: Step) -> bool:
         """Skip ``step`` when its condition is false, or (with none) when a step it
         needs was skipped; True when skipped."""
         reason = None
@@ -230,10 +211,10 @@ class WorkflowExecutor(Agent):
                 reason = f"{', '.join(skipped)} was skipped"
         if reason is None:
             return False
-        await self._end_step(live, step, "skipped", reason=reason)
+        await live.end_step(step, "skipped", reason=reason)
         return True
 
-    def _stopping_step(self, live: _Live) -> str | None:
+    def _stopping_step(self, live: LiveRun) -> str | None:
         """The step whose failure ends the run, if one has."""
         for step in live.run.definition.steps:
             state = live.run.steps[step.id]
@@ -242,232 +223,9 @@ class WorkflowExecutor(Agent):
         return None
 
     @staticmethod
-    def _code_of(live: _Live, step_id: str) -> str:
+    def _code_of(live: LiveRun, step_id: str) -> str:
         return "STEP_TIMEOUT" if live.run.steps[step_id].error_code == "TIMEOUT" \
             else "STEP_FAILED"
-
-    async def _run_step(self, live: _Live, step: Step) -> None:
-        """Send the step's request (and its follow-ups), wait for each answer, keep the
-        step's outcome."""
-        state = live.run.steps[step.id]
-        resumed = state.status == "running" and bool(state.sent)
-        if not resumed:
-            try:
-                arguments = resolve(step.input, live.run.document)
-            except MissingInput as exc:
-                await self._end_step(live, step, "failed", error_code="INPUT_MISSING",
-                                     reason=str(exc))
-                return
-            if not isinstance(arguments, dict):
-                arguments = {"input": arguments}
-            async with live.lock:
-                state.status, state.started_at = "running", time.time()
-            await self._note(live, "step_started", step=step.id)
-            sent = await self._send(live, step, agent=step.agent, capability=step.capability,
-                                    intent=step.asked, arguments=arguments)
-            if sent is None:
-                return
-        while True:
-            last = state.sent[-1]
-            if last.status is None:
-                answer = await self._await(live, last, resend=resumed)
-                resumed = False
-                if answer is None:
-                    return  # cancelled
-                async with live.lock:
-                    last.status, last.error_code, last.result = \
-                        answer.status, answer.error_code, answer.result
-                await self._save(live)
-            if last.status != "partial":
-                await self._end_step(live, step, "success" if last.status == "success"
-                                     else "failed", error_code=last.error_code,
-                                     result=last.result or {})
-                return
-            follow = _next_step(last.result or {})
-            if follow is None or len(state.sent) > step.max_follow_ups:
-                await self._end_step(live, step, "partial", error_code="UNFINISHED",
-                                     result=last.result or {},
-                                     reason=f"still partial after {len(state.sent) - 1} "
-                                     "follow-ups" if follow else "partial, with no next step")
-                return
-            intent = str(follow.get("intent") or step.asked)
-            agent = follow.get("agent") if isinstance(follow.get("agent"), str) else None
-            given = follow.get("arguments")
-            arguments = {**resolve(step.input, live.run.document),
-                         **(given if isinstance(given, dict) else {}),
-                         **{k: v for k, v in follow.items()
-                            if k not in ("intent", "agent", "arguments")}}
-            capability = None if agent else intent
-            if agent is None and follow.get("intent") in (None, step.asked):
-                agent = last.agent  # "continue with me"
-                capability = None
-            if await self._send(live, step, agent=agent, capability=capability,
-                                intent=intent, arguments=arguments) is None:
-                return
-
-    async def _send(self, live: _Live, step: Step, *, agent: str | None,
-                    capability: str | None, intent: str,
-                    arguments: dict[str, Any]) -> Sent | None:
-        """Choose the agent, keep the request in the run's state, then send it; None when
-        the step ended instead (no agent, an overloaded one)."""
-        state = live.run.steps[step.id]
-        if agent is None:
-            assert capability is not None
-            try:
-                chosen = choose(await discover(self.bus, capability),
-                                self.bus.settings.hub_traffic.get(capability))
-            except Exception as exc:
-                log.warning("discovery of %r failed: %s", capability, exc)
-                chosen = None
-            if chosen is None:
-                await self._end_step(live, step, "failed", error_code="NO_AGENT",
-                                     reason=f"no live agent offers {capability!r}")
-                return None
-            agent = chosen.agent_id
-        left_ms = int((live.deadline - time.time()) * 1000) - _MARGIN_MS
-        if left_ms < 1:
-            await self._end_step(live, step, "failed", error_code="TIMEOUT",
-                                 reason="the run's deadline left no time for this step")
-            return None
-        n = len(state.sent)
-        sent = Sent(task_id=f"{live.run.run_id}-{step.id}-{n}", agent=agent, intent=intent,
-                    arguments=arguments, timestamp=time.time(),
-                    deadline_ms=min(step.deadline_ms, left_ms),
-                    sender_id=f"wf.{live.run.run_id}.{step.id}.{n}")
-        async with live.lock:
-            state.sent.append(sent)
-            state.agent = agent
-        await self._save(live)  # kept before it is sent: a continuing copy knows of it
-        try:
-            await self._publish_request(sent, live)
-        except BusOverloaded as exc:
-            async with live.lock:
-                sent.status, sent.error_code, sent.result = "failed", "OVERLOADED", {
-                    "error": str(exc)}
-            await self._end_step(live, step, "failed", error_code="OVERLOADED",
-                                 reason=str(exc))
-            return None
-        return sent
-
-    async def _publish_request(self, sent: Sent, live: _Live) -> None:
-        pause = await self.bus.admit(sent.agent)
-        if pause:
-            await asyncio.sleep(pause)
-        await self.bus.publish(request_subject(sent.agent), self._request_of(sent, live),
-                               live.headers)
-
-    def _request_of(self, sent: Sent, live: _Live) -> TaskRequest:
-        return TaskRequest(message_id=sent.task_id, sender_id=sent.sender_id,
-                           receiver_id=sent.agent, correlation_id=live.run.correlation_id,
-                           task_id=sent.task_id, intent=sent.intent,
-                           arguments=sent.arguments, deadline_ms=sent.deadline_ms,
-                           timestamp=sent.timestamp)
-
-    async def _await(self, live: _Live, sent: Sent, *, resend: bool) -> TaskResponse | None:
-        """The answer to ``sent``: one already kept in HMP_REPLIES (it came while no copy
-        listened), or the one that comes; TIMEOUT past its deadline; None if the run is
-        cancelled first. ``resend``: the request was kept by a copy that may have died
-        before sending it."""
-        answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
-
-        async def on_reply(msg: Msg) -> None:
-            answer = self._answer_in(msg.data, sent)
-            if answer is not None and not answered.done():
-                answered.set_result(answer)
-
-        subscription = await self.bus.nc.subscribe(reply_subject(sent.sender_id),
-                                                   cb=on_reply)
-        try:
-            kept = await self._kept_answer(sent)
-            if kept is not None:
-                return kept
-            if resend and not answered.done() and \
-                    time.time() - sent.timestamp < _RESEND_WINDOW:
-                # A copy that died may have kept the request and not sent it: sent again
-                # with the same message id, JetStream stores it once.
-                await self._publish_request(sent, live)
-            cancel: asyncio.Future[Any] = asyncio.ensure_future(live.cancelled.wait())
-            left = sent.timestamp + sent.deadline_ms / 1000 + _GRACE - time.time()
-            waits: list[asyncio.Future[Any]] = [answered, cancel]
-            done, _ = await asyncio.wait(waits, timeout=max(0.0, left),
-                                         return_when=asyncio.FIRST_COMPLETED)
-            cancel.cancel()
-            if answered in done:
-                return answered.result()
-            if cancel in done:
-                return None
-            return TaskResponse(sender_id=self.agent_id, correlation_id=live.run.correlation_id,
-                                task_id=sent.task_id, status="failed", error_code="TIMEOUT",
-                                result={"error": f"no answer within {sent.deadline_ms} ms"})
-        finally:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
-
-    async def _kept_answer(self, sent: Sent) -> TaskResponse | None:
-        try:
-            msg = await self.bus.js.get_last_msg(REPLIES, reply_subject(sent.sender_id))
-        except NotFoundError:
-            return None
-        return self._answer_in(msg.data or b"", sent)
-
-    def _answer_in(self, raw: bytes, sent: Sent) -> TaskResponse | None:
-        try:
-            message = self.bus.parse(raw)
-        except Violation as exc:
-            log.warning("unreadable answer for %s: %s", sent.task_id, exc)
-            return None
-        if isinstance(message, TaskResponse) and message.task_id == sent.task_id:
-            return message
-        return None
-
-    # -- keeping state -----------------------------------------------------------------
-
-    async def _end_step(self, live: _Live, step: Step, status: str, *,
-                        error_code: str | None = None, result: dict[str, Any] | None = None,
-                        reason: str | None = None) -> None:
-        state = live.run.steps[step.id]
-        async with live.lock:
-            state.status = status  # type: ignore[assignment]
-            state.error_code, state.reason = error_code, reason
-            state.result = result or {}
-            state.finished_at = time.time()
-            live.run.document[step.id] = {"status": status, "result": state.result,
-                                          "error_code": error_code, "agent": state.agent}
-        await self._save(live)
-        await self._note(live, "step_finished", step=step.id, status=status,
-                         error_code=error_code, agent=state.agent)
-
-    async def _finish(self, live: _Live, status: str, error_code: str | None, *,
-                      failed_step: str | None = None) -> None:
-        async with live.lock:
-            for state in live.run.steps.values():
-                if state.status == "running" and status != "success":
-                    state.status, state.finished_at = "cancelled", time.time()
-                    state.reason = "the run ended first"
-            live.run.status = status  # type: ignore[assignment]
-            live.run.error_code, live.run.failed_step = error_code, failed_step
-            live.run.finished_at = time.time()
-        await self._save(live)
-        await self._note(live, "run_finished", status=status, error_code=error_code,
-                         failed_step=failed_step)
-        log.info("workflow %s v%d: run %s %s%s", live.run.workflow_id, live.run.version,
-                 live.run.run_id, status, f" at {failed_step}" if failed_step else "")
-
-    async def _save(self, live: _Live) -> None:
-        async with live.lock:
-            run, live.revision = await self.store.save(live.run, live.revision)
-            if run.cancel_requested and not live.run.cancel_requested:
-                live.run.cancel_requested = True
-                live.cancelled.set()
-
-    async def _note(self, live: _Live, event: str, **details: Any) -> None:
-        """A log_event about the run, on ``log.<the run request's task id>``."""
-        with contextlib.suppress(Exception):  # progress is best effort
-            await self.bus.publish(log_subject(live.run.task_id), LogEvent(
-                sender_id=self.agent_id, correlation_id=live.run.correlation_id,
-                level="warn" if details.get("status") in ("failed", "partial") else "info",
-                event_type=event, details={"run_id": live.run.run_id, **{
-                    k: v for k, v in details.items() if v is not None}}), live.headers)
 
     async def _on_cancel(self, msg: Msg) -> None:
         live = self._live.get(msg.subject.rsplit(".", 1)[-1])
@@ -492,13 +250,6 @@ class WorkflowExecutor(Agent):
                 error_code=run.error_code or "FAILED")
         # The same answer for a redelivered request: JetStream keeps it once.
         return response.model_copy(update={"message_id": f"{run.run_id}-answer"})
-
-
-def _next_step(result: dict[str, Any]) -> dict[str, Any] | None:
-    steps = result.get("next_steps")
-    if isinstance(steps, list) and steps and isinstance(steps[0], dict):
-        return steps[0]
-    return None
 
 
 def _output(run: Run) -> Any:

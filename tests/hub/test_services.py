@@ -80,9 +80,13 @@ async def test_discovery_lists_live_agents_by_load_and_forgets_silent_ones(
         found = await discover(bus, capability)
         assert [c.agent_id for c in found] == [idle.agent_id, busy.agent_id]
         assert found[0].capabilities == (capability,) and found[0].load_percent == 10.0
-        await busy.stop()
-        await until(lambda: len(discovery.live(capability)) == 1, timeout=5)
+        await busy.stop()  # a stopping copy says so: forgotten at once, not in 1.5 s
+        await until(lambda: len(discovery.live(capability)) == 1, timeout=1.0)
         assert [c.agent_id for c in await discover(bus, capability)] == [idle.agent_id]
+        other.abandon()  # a copy that dies: forgotten after three missed beats
+        assert other.agent_id in {c.agent_id for c in discovery.live()}
+        await until(lambda: other.agent_id not in {c.agent_id for c in discovery.live()},
+                    timeout=5)
     finally:
         for beats in (idle, busy, other):
             await beats.stop()

@@ -30,7 +30,7 @@ KEY = "a2a-test-key-0123456789abcdef"
 class Claims(Agent):
     """A hub agent: validates claims, asks back about an unknown one, hangs on "slow"."""
 
-    capabilities = ("validate_claim",)
+    capabilities = ("assess_claim",)
 
     def __init__(self) -> None:
         super().__init__()
@@ -46,7 +46,7 @@ class Claims(Agent):
         if "which" in text:
             return self.respond(request, "partial", {
                 "question": "Which policy is it?",
-                "next_steps": [{"intent": "validate_claim", "ask": "policy number"}]})
+                "next_steps": [{"intent": "assess_claim", "ask": "policy number"}]})
         await self.publish(f"log.{request.task_id}", _note(self, request))
         return self.respond(request, "success", {
             "answer": f"claim {request.arguments.get('claim', text)} is valid",
@@ -121,7 +121,7 @@ async def test_the_card_says_who_the_agent_is_and_how_to_authenticate(edge: Edge
     card = await A2ACardResolver(edge.http, f"{edge.base}/a2a/{edge.agent.agent_id}"
                                  ).get_agent_card()
     assert card.name == edge.agent.agent_id
-    assert [s.id for s in card.skills] == ["validate_claim"]
+    assert [s.id for s in card.skills] == ["assess_claim"]
     [interface] = card.supported_interfaces
     assert interface.url == f"{edge.base}/a2a/{edge.agent.agent_id}"
     assert (interface.protocol_binding, interface.protocol_version) == ("JSONRPC", "1.0")
@@ -142,7 +142,7 @@ async def test_a_message_is_a_task_request_and_its_answer_an_artifact(edge: Edge
     assert task.status.state == pb.TASK_STATE_COMPLETED
     assert task.context_id == "case-7"
     [request] = edge.agent.seen
-    assert request.intent == "validate_claim"
+    assert request.intent == "assess_claim"
     assert request.arguments == {"text": "check it", "claim": "C-7"}
     assert request.correlation_id == "case-7", "the context id is the correlation id"
     [artifact] = task.artifacts
@@ -223,7 +223,7 @@ async def test_a_workflow_runs_through_the_executors_card(edge: Edge) -> None:
     workflow_id = f"a2a-{uuid.uuid4().hex[:6]}"
     created = await edge.http.post(f"{edge.base}/agent/workflows", json={
         "workflow_id": workflow_id, "steps": [{"id": "check", "agent": edge.agent.agent_id,
-                                               "intent": "validate_claim",
+                                               "intent": "assess_claim",
                                                "input": {"claim": "$.input.claim"}}],
         "output": {"answer": "$.check.result.answer"}})
     assert created.status_code == 201
