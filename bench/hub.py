@@ -9,9 +9,17 @@
    of data: JSON records (what shared context usually is) and random bytes (which gzip
    cannot shrink, so base64 makes the message a third larger than the raw one).
 
-    .venv/bin/python bench/hub.py [--requests 500] [--contexts 40]
+3. A three-step workflow (three do-nothing agents one after another, through the
+   executor: run state kept in its bucket before and after each step, the steps' requests
+   and answers on the bus) against three bare task round trips, alternating.
+4. An A2A SendMessage to a do-nothing hub agent through the gateway's A2A edge (the
+   a2a-sdk client, real HTTP, the task kept in the embedded Valkey) against the bare hub
+   round trip, alternating.
 
-Targets on this machine: hub round trip p50 <= raw + 1 ms; 1 MiB throughput >= 80% of raw.
+    .venv/bin/python bench/hub.py [--requests 500] [--contexts 40] [--runs 200]
+
+Targets on this machine: hub round trip p50 <= raw + 1 ms; 1 MiB throughput >= 80% of raw;
+a workflow adds <= 2 ms p50 per step over the bare round trips.
 """
 
 from __future__ import annotations
@@ -111,7 +119,93 @@ async def throughput(bus: Bus, n: int, blob: bytes, rounds: int = 5
     return statistics.median(raw_rates), statistics.median(hub_rates), packing
 
 
-async def main(requests: int, contexts: int) -> None:
+async def workflow_overhead(bus: Bus, runs: int) -> tuple[list[float], list[float]]:
+    """Three bare round trips against a three-step workflow over the same agent, one of
+    each in turn: the seconds each took."""
+    from hub.workflows.executor import WorkflowExecutor
+    from hub.workflows.store import WorkflowStore
+
+    executor = WorkflowExecutor(bus, WorkflowStore(bus), agent_id="bench-executor")
+    await executor.start()
+    runner = AgentRunner(bus, executor)
+    await runner.start()
+    await executor.store.put({"workflow_id": "bench-three", "steps": [
+        {"id": f"s{i}", "agent": Noop.agent_id, "intent": "noop",
+         **({"after": [f"s{i - 1}"]} if i else {})} for i in range(3)]})
+    bare, flow = [], []
+    try:
+        for n in range(runs + 10):
+            started = time.perf_counter()
+            for _ in range(3):
+                answer = await bus.request(Noop.agent_id, TaskRequest(
+                    sender_id="bench", intent="noop", deadline_ms=5000))
+            took_bare = time.perf_counter() - started
+            started = time.perf_counter()
+            answer = await bus.request("bench-executor", TaskRequest(
+                sender_id="bench", intent="run_workflow", deadline_ms=10_000,
+                arguments={"workflow_id": "bench-three", "input": {}}))
+            took_flow = time.perf_counter() - started
+            assert answer.status == "success", answer
+            if n >= 10:  # the first ten warm both paths
+                bare.append(took_bare)
+                flow.append(took_flow)
+    finally:
+        await runner.stop()
+        await executor.stop()
+    return bare, flow
+
+
+async def a2a_round_trips(settings: HubSettings, bus: Bus, n: int
+                          ) -> tuple[list[float], list[float]]:
+    """A2A SendMessage through the gateway's edge against the bare hub round trip."""
+    import httpx
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.types import a2a_pb2 as pb
+    from aiohttp import web
+
+    from gateway import GatewaySettings
+    from gateway.app import create_app
+
+    app = create_app(GatewaySettings(  # type: ignore[call-arg]
+        _env_file=None, nats_url=[u.get_secret_value() for u in settings.nats_url],
+        hermes_data_dir=settings.hermes_data_dir, hermes_hub=True, hub_executor=False))
+    site_runner = web.AppRunner(app, access_log=None)
+    await site_runner.setup()
+    site = web.TCPSite(site_runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site_runner.addresses[0][1]}"
+    bare, a2a = [], []
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card_url = f"{base}/a2a/{Noop.agent_id}/.well-known/agent-card.json"
+            for _ in range(400):  # until the gateway's discovery has the agent's heartbeat
+                if (await http.get(card_url)).status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            card = await A2ACardResolver(http, f"{base}/a2a/{Noop.agent_id}").get_agent_card()
+            client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)
+                                   ).create(card)
+            for i in range(n + 10):
+                started = time.perf_counter()
+                await bus.request(Noop.agent_id, TaskRequest(sender_id="bench", intent="noop",
+                                                             deadline_ms=5000))
+                took_bare = time.perf_counter() - started
+                request = pb.SendMessageRequest(message=pb.Message(
+                    message_id=uuid.uuid4().hex, role=pb.ROLE_USER,
+                    parts=[pb.Part(text="noop")]))
+                started = time.perf_counter()
+                [event] = [e async for e in client.send_message(request)]
+                took = time.perf_counter() - started
+                assert event.task.status.state == pb.TASK_STATE_COMPLETED, event
+                if i >= 10:
+                    bare.append(took_bare)
+                    a2a.append(took)
+    finally:
+        await site_runner.cleanup()
+    return bare, a2a
+
+
+async def main(requests: int, contexts: int, runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedNats(Path(tmp))
         info = await server.start()
@@ -125,6 +219,8 @@ async def main(requests: int, contexts: int) -> None:
             raw, hub = await round_trips(bus, requests)
             shapes = {name: await throughput(bus, contexts, blob) for name, blob in (
                 ("JSON records", records(MIB)), ("random bytes", os.urandom(MIB)))}
+            bare, flow = await workflow_overhead(bus, runs)
+            bare_hop, a2a = await a2a_round_trips(settings, bus, runs)
         finally:
             await runner.stop()
             await agent_bus.close()
@@ -144,11 +240,26 @@ async def main(requests: int, contexts: int) -> None:
         print(f"  {name + ':':13} raw JetStream publish {raw_rate:6.1f} msg/s, hub "
               f"context_update {hub_rate:6.1f} msg/s ({hub_rate / raw_rate * 100:.0f}% of raw; "
               f"target >= 80%); the sender's gzip+base64 took {packing:.1f} ms")
+    per_step = (statistics.median(flow) - statistics.median(bare)) / 3 * ms
+    print(f"three-step workflow against three bare round trips, {runs} of each alternating:")
+    print(f"  three bare round trips   p50 {statistics.median(bare) * ms:6.2f} ms   "
+          f"p99 {pct(bare, 0.99) * ms:6.2f} ms")
+    print(f"  the workflow             p50 {statistics.median(flow) * ms:6.2f} ms   "
+          f"p99 {pct(flow, 0.99) * ms:6.2f} ms")
+    print(f"  the executor adds {per_step:.2f} ms per step at p50 (target <= 2 ms)")
+    print(f"A2A SendMessage (a2a-sdk client, the gateway's edge) against the bare hub round "
+          f"trip, {runs} of each alternating:")
+    print(f"  bare hub round trip      p50 {statistics.median(bare_hop) * ms:6.2f} ms   "
+          f"p99 {pct(bare_hop, 0.99) * ms:6.2f} ms")
+    print(f"  A2A SendMessage          p50 {statistics.median(a2a) * ms:6.2f} ms   "
+          f"p99 {pct(a2a, 0.99) * ms:6.2f} ms   (adds "
+          f"{(statistics.median(a2a) - statistics.median(bare_hop)) * ms:.2f} ms)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--contexts", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
-    asyncio.run(main(args.requests, args.contexts))
+    asyncio.run(main(args.requests, args.contexts, args.runs))

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 GATEWAY_AGENT = "gateway"
 _MAX_DEADLINE_MS = 300_000
 _POLL = 0.2
+#: Seconds the live agents discovery named are trusted (a card or a call per message
+#: would otherwise ask it each time).
+_DISCOVERY_TTL = 1.0
 
 
 @dataclass
@@ -87,6 +90,8 @@ class A2AEdge:
         self.sender = "a2a-" + "".join(c if c.isalnum() or c in "-_" else "_"
                                        for c in self.prefix)
         self._live: dict[str, _Live] = {}
+        self._agents: list[Any] = []
+        self._agents_at = -1e9
 
     @property
     def _redis(self) -> Any:
@@ -110,10 +115,7 @@ class A2AEdge:
                                     "chat", "ask anything its tools can answer"),))
         if self._bus is None:
             return None
-        from hub.discovery import discover
-
-        found = next((c for c in await discover(self._bus, "*") if c.agent_id == agent_id),
-                     None)
+        found = next((c for c in await self._live_agents() if c.agent_id == agent_id), None)
         if found is None:
             return None
         skills = [a2a.Skill(c) for c in found.capabilities]
@@ -128,6 +130,16 @@ class A2AEdge:
         return a2a.CardInfo(agent_id, f"Hub agent {agent_id} ({found.copies} running): "
                             f"{', '.join(found.capabilities)}.", tuple(skills),
                             found.version or "1")
+
+    async def _live_agents(self) -> list[Any]:
+        """The hub's live agents, asked of discovery at most once a second."""
+        from hub.discovery import discover
+
+        now = time.monotonic()
+        if now - self._agents_at > _DISCOVERY_TTL:
+            self._agents = await discover(self._bus, "*")
+            self._agents_at = now
+        return self._agents
 
     # -- calls ---------------------------------------------------------------------------
 

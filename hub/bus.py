@@ -180,6 +180,14 @@ class Bus:
             log.info("duplicate publish of %s on %s dropped", message.message_id, subject)
         return not ack.duplicate
 
+    async def tell(self, subject: str, message: Envelope, headers: Headers) -> None:
+        """Publish ``message`` without waiting for JetStream's acknowledgement (a stream on
+        ``subject`` still keeps it; a lost one is not retried): for progress notes, whose
+        sender must not wait on them."""
+        await self.nc.publish(subject, message.to_json(), headers=with_trace({
+            MSG_ID: message.message_id, CORRELATION: headers.correlation_id,
+            TRACE: headers.trace_id}))
+
     def parse(self, raw: bytes) -> Message:
         """``raw`` read as an HMP message, against the latest published schemas."""
         return parse(raw, self.schemas.check if self.schemas is not None else None)

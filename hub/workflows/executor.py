@@ -105,24 +105,20 @@ class WorkflowExecutor(Agent):
     # -- opening a run -------------------------------------------------------------------
 
     async def _open(self, request: TaskRequest) -> LiveRun:
-        """The run ``request`` starts, or continues (a redelivered request)."""
+        """The run ``request`` starts, or continues (a redelivered request: the run it
+        created before, on the definition it started with)."""
         run_id = run_id_of(request.sender_id, request.task_id)
-        run, revision = await self.store.load(run_id)
-        if run is None or revision is None:
-            workflow, given = await self._workflow_of(request)
-            run, revision = await self.store.create(Run(
-                run_id=run_id, workflow_id=workflow.workflow_id, version=workflow.version,
-                definition=workflow, correlation_id=request.correlation_id,
-                sender_id=request.sender_id, task_id=request.task_id,
-                document={"input": {**workflow.defaults, **given}, "run": {"run_id": run_id,
-                                                  "workflow_id": workflow.workflow_id,
-                                                  "version": workflow.version}},
-                steps={s.id: StepState() for s in workflow.steps}))
-            log.info("workflow %s v%d: run %s started", workflow.workflow_id,
-                     workflow.version, run_id)
-        else:
-            log.info("workflow %s v%d: run %s continues", run.workflow_id, run.version,
-                     run_id)
+        workflow, given = await self._workflow_of(request)
+        run, revision, fresh = await self.store.create(Run(
+            run_id=run_id, workflow_id=workflow.workflow_id, version=workflow.version,
+            definition=workflow, correlation_id=request.correlation_id,
+            sender_id=request.sender_id, task_id=request.task_id,
+            document={"input": {**workflow.defaults, **given},
+                      "run": {"run_id": run_id, "workflow_id": workflow.workflow_id,
+                              "version": workflow.version}},
+            steps={s.id: StepState() for s in workflow.steps}))
+        log.info("workflow %s v%d: run %s %s", run.workflow_id, run.version, run_id,
+                 "started" if fresh else "continues")
         headers = Headers(request.correlation_id, request.correlation_id)
         return LiveRun(run, revision, deadline_of(request), headers, self.bus, self.store,
                        self.agent_id)
@@ -166,6 +162,7 @@ class WorkflowExecutor(Agent):
                     await live.finish("failed", self._code_of(live, stopped),
                                        failed_step=stopped)
                     return
+                started = False
                 for step_id in order:
                     state = live.run.steps[step_id]
                     if state.done or step_id in running:
@@ -176,6 +173,10 @@ class WorkflowExecutor(Agent):
                     if state.status == "pending" and await self._skipped(live, step):
                         continue
                     running[step_id] = asyncio.create_task(run_step(live, step))
+                    started = True
+                if live.unsaved and running and not started:
+                    # A step's end not kept yet (no new step's send keeps it): kept now.
+                    await live.save()
                 if not running:
                     # Steps run in an order that puts each after what it needs, and a
                     # step that cannot run is skipped: nothing is left waiting.

@@ -32,11 +32,16 @@ class LiveRun:
     agent_id: str
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Changes (a step's end) not yet written to the run's entry.
+    unsaved: bool = False
 
     async def end_step(self, step: Step, status: str, *, error_code: str | None = None,
-                       result: dict[str, Any] | None = None, reason: str | None = None
-                       ) -> None:
-        """End ``step`` (its outcome in the document too), kept and told."""
+                       result: dict[str, Any] | None = None, reason: str | None = None,
+                       keep: bool = True) -> None:
+        """End ``step`` (its outcome in the document too), kept and told. ``keep=False``:
+        an end that came with an answer, which HMP_REPLIES keeps anyway (a continuing copy
+        reads it back): kept with the next save (the next step's send, or the run's end)
+        instead of a write of its own."""
         state = self.run.steps[step.id]
         async with self.lock:
             state.status = status  # type: ignore[assignment]
@@ -45,7 +50,9 @@ class LiveRun:
             state.finished_at = time.time()
             self.run.document[step.id] = {"status": status, "result": state.result,
                                           "error_code": error_code, "agent": state.agent}
-        await self.save()
+            self.unsaved = True
+        if keep:
+            await self.save()
         await self.note("step_finished", step=step.id, status=status,
                         error_code=error_code, agent=state.agent)
 
@@ -70,6 +77,7 @@ class LiveRun:
         """Write the run's state over its entry (a cancel written meanwhile is kept and
         heard)."""
         async with self.lock:
+            self.unsaved = False
             run, self.revision = await self.store.save(self.run, self.revision)
             if run.cancel_requested and not self.run.cancel_requested:
                 self.run.cancel_requested = True
@@ -77,8 +85,8 @@ class LiveRun:
 
     async def note(self, event: str, **details: Any) -> None:
         """A log_event about the run, on ``log.<the run request's task id>``."""
-        with contextlib.suppress(Exception):  # progress is best effort
-            await self.bus.publish(log_subject(self.run.task_id), LogEvent(
+        with contextlib.suppress(Exception):  # progress is best effort: not awaited
+            await self.bus.tell(log_subject(self.run.task_id), LogEvent(
                 sender_id=self.agent_id, correlation_id=self.run.correlation_id,
                 level="warn" if details.get("status") in ("failed", "partial") else "info",
                 event_type=event, details={"run_id": self.run.run_id, **{

@@ -66,11 +66,12 @@ async def run_step(live: LiveRun, step: Step) -> None:
             async with live.lock:
                 last.status, last.error_code, last.result = \
                     answer.status, answer.error_code, answer.result
-            await live.save()
+            if last.status == "partial":  # kept now; an end is kept by end_step below
+                await live.save()
         if last.status != "partial":
             await live.end_step(step, "success" if last.status == "success"
                                 else "failed", error_code=last.error_code,
-                                result=last.result or {})
+                                result=last.result or {}, keep=not _kept_elsewhere(last))
             return
         follow = _next_step(last.result or {})
         if follow is None or len(state.sent) > step.max_follow_ups:
@@ -124,25 +125,21 @@ async def _send(live: LiveRun, step: Step, *, agent: str | None,
                 arguments=arguments, timestamp=time.time(),
                 deadline_ms=min(step.deadline_ms, left_ms),
                 sender_id=f"wf.{live.run.run_id}.{step.id}.{n}")
+    try:
+        pause = await live.bus.admit(agent)  # before it is kept: refused, not lost
+    except BusOverloaded as exc:
+        await live.end_step(step, "failed", error_code="OVERLOADED", reason=str(exc))
+        return None
+    if pause:
+        await asyncio.sleep(pause)
     async with live.lock:
         state.sent.append(sent)
         state.agent = agent
-    await live.save()  # kept before it is sent: a continuing copy knows of it
-    try:
-        await _publish(live, sent)
-    except BusOverloaded as exc:
-        async with live.lock:
-            sent.status, sent.error_code, sent.result = "failed", "OVERLOADED", {
-                "error": str(exc)}
-        await live.end_step(step, "failed", error_code="OVERLOADED", reason=str(exc))
-        return None
+    await live.save()  # kept before it is sent (by _await): a continuing copy knows of it
     return sent
 
 
 async def _publish(live: LiveRun, sent: Sent) -> None:
-    pause = await live.bus.admit(sent.agent)
-    if pause:
-        await asyncio.sleep(pause)
     await live.bus.publish(request_subject(sent.agent), request_of(live, sent),
                            live.headers)
 
@@ -157,10 +154,10 @@ def request_of(live: LiveRun, sent: Sent) -> TaskRequest:
 
 
 async def _await(live: LiveRun, sent: Sent, *, resend: bool) -> TaskResponse | None:
-    """The answer to ``sent``: one already kept in HMP_REPLIES (it came while no copy
-    listened), or the one that comes; TIMEOUT past its deadline; None if the run is
-    cancelled first. ``resend``: the request was kept by a copy that may have died
-    before sending it."""
+    """Send ``sent`` (listening first) and wait for its answer; TIMEOUT past its deadline;
+    None if the run is cancelled first. ``resend``: a copy before this one kept the request
+    and may or may not have sent it: an answer already kept in HMP_REPLIES is taken, and
+    the request is sent again only inside the duplicate window."""
     answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
 
     async def on_reply(msg: Msg) -> None:
@@ -171,14 +168,16 @@ async def _await(live: LiveRun, sent: Sent, *, resend: bool) -> TaskResponse | N
     subscription = await live.bus.nc.subscribe(reply_subject(sent.sender_id),
                                                cb=on_reply)
     try:
-        kept = await live.bus.kept_answer(request_of(live, sent))
-        if kept is not None:
-            return kept
-        if resend and not answered.done() and \
-                time.time() - sent.timestamp < RESEND_WINDOW:
-            # A copy that died may have kept the request and not sent it: sent again
-            # with the same message id, JetStream stores it once.
+        if not resend:
             await _publish(live, sent)
+        else:  # its answer may have come while no copy listened
+            kept = await live.bus.kept_answer(request_of(live, sent))
+            if kept is not None:
+                return kept
+            if not answered.done() and time.time() - sent.timestamp < RESEND_WINDOW:
+                # That copy may have kept the request and died before sending it: sent
+                # again with the same message id, JetStream stores it once.
+                await _publish(live, sent)
         cancel: asyncio.Future[Any] = asyncio.ensure_future(live.cancelled.wait())
         left = sent.timestamp + sent.deadline_ms / 1000 + _GRACE - time.time()
         waits: list[asyncio.Future[Any]] = [answered, cancel]
@@ -208,6 +207,12 @@ def _answer_in(live: LiveRun, raw: bytes, sent: Sent) -> TaskResponse | None:
     if isinstance(message, TaskResponse) and message.task_id == sent.task_id:
         return message
     return None
+
+
+def _kept_elsewhere(sent: Sent) -> bool:
+    """Whether HMP_REPLIES keeps the answer ``sent`` got, for a continuing copy to read
+    back (not so a TIMEOUT, which this copy may have decided itself)."""
+    return sent.error_code != "TIMEOUT"
 
 
 def _next_step(result: dict[str, Any]) -> dict[str, Any] | None:

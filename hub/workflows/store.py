@@ -1,8 +1,9 @@
 """Workflows and their runs, kept on the hub (JetStream key-value buckets).
 
-``HMP_WORKFLOWS`` holds each definition version under ``<workflow_id>.<version>``; a version
-once kept never changes (keeping it again with other steps is refused), so a run that
-started on it reads the same steps to its end. ``HMP_WORKFLOW_RUNS`` holds each run's state
+``HMP_WORKFLOWS`` holds each definition version under ``<workflow_id>.<version>`` (and the
+newest version's number under ``<workflow_id>.latest``); a version once kept never changes
+(keeping it again with other steps is refused), so a run that started on it reads the same
+steps to its end. ``HMP_WORKFLOW_RUNS`` holds each run's state
 under its id: the definition it runs (a copy), the document, every step's status and the
 task ids it sent. The executor writes it after every change (compare-and-set on the
 entry's revision), which is what lets another copy continue a run from its last finished
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 DEFINITIONS, RUNS = "HMP_WORKFLOWS", "HMP_WORKFLOW_RUNS"
 _WORKFLOW_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _RUN_KEY = re.compile(r"^run-[0-9a-f]{20}$")
+#: The key suffix naming a workflow's newest version.
+LATEST = "latest"
 #: Where a copy running a run hears that it is cancelled.
 CANCEL = "hmp.workflow.cancel"
 _RACES = 10
@@ -119,6 +122,7 @@ class WorkflowStore:
         self.bus = bus
         self._definitions: KeyValue | None = None
         self._runs: KeyValue | None = None
+        self._cache: dict[tuple[str, int], Workflow] = {}
 
     async def definitions(self) -> KeyValue:
         """The definitions bucket, created on first use."""
@@ -157,6 +161,7 @@ class WorkflowStore:
             key = f"{workflow.workflow_id}.{workflow.version}"
             try:
                 await kv.create(key, workflow.model_dump_json(by_alias=True).encode())
+                await self._point(workflow.workflow_id, workflow.version)
                 return workflow
             except KeyWrongLastSequenceError:
                 kept = await self.get(workflow.workflow_id, workflow.version)
@@ -169,20 +174,50 @@ class WorkflowStore:
                         "without a version to keep the next one)") from None
         raise DefinitionError("other writers kept winning the race; try again")
 
+    async def _point(self, workflow_id: str, version: int) -> None:
+        """``<id>.latest`` names the newest version (one read finds it; raised, never
+        lowered, by compare-and-set)."""
+        kv = await self.definitions()
+        key = f"{workflow_id}.{LATEST}"
+        for _ in range(_RACES):
+            try:
+                entry = await kv.get(key)
+            except KeyNotFoundError:
+                try:
+                    await kv.create(key, str(version).encode())
+                    return
+                except KeyWrongLastSequenceError:
+                    continue
+            if int(entry.value or b"0") >= version:
+                return
+            try:
+                await kv.update(key, str(version).encode(), last=entry.revision)
+                return
+            except KeyWrongLastSequenceError:
+                continue
+
     async def get(self, workflow_id: str, version: int | None = None) -> Workflow | None:
-        """A version of a workflow (the latest when ``version`` is None), or None."""
+        """A version of a workflow (the latest when ``version`` is None), or None. A kept
+        version never changes, so each is read from the bucket once per process."""
         if not _WORKFLOW_KEY.match(workflow_id):
             return None
         if version is None:
             version = await self.latest_version(workflow_id)
             if not version:
                 return None
+        cached = self._cache.get((workflow_id, version))
+        if cached is not None:
+            return cached
         kv = await self.definitions()
         try:
             entry = await kv.get(f"{workflow_id}.{version}")
         except (KeyNotFoundError, ValueError):
             return None
-        return Workflow.model_validate_json(entry.value) if entry.value else None
+        if not entry.value:
+            return None
+        workflow = Workflow.model_validate_json(entry.value)
+        self._cache[(workflow_id, version)] = workflow
+        return workflow
 
     async def versions(self) -> dict[str, list[int]]:
         """Every workflow id and its versions, oldest first."""
@@ -200,7 +235,12 @@ class WorkflowStore:
 
     async def latest_version(self, workflow_id: str) -> int:
         """The newest version of ``workflow_id`` (0: none)."""
-        return max((await self.versions()).get(workflow_id, [0]))
+        kv = await self.definitions()
+        try:
+            entry = await kv.get(f"{workflow_id}.{LATEST}")
+            return int(entry.value or b"0")
+        except KeyNotFoundError:
+            return 0
 
     async def latest(self) -> list[Workflow]:
         """The newest version of every workflow."""
@@ -231,16 +271,18 @@ class WorkflowStore:
         run, _ = await self.load(run_id)
         return run
 
-    async def create(self, run: Run) -> tuple[Run, int]:
-        """Keep a new run; when one with its id exists (a redelivered request), that one."""
+    async def create(self, run: Run) -> tuple[Run, int, bool]:
+        """Keep a new run; when one with its id exists (a redelivered request), that one.
+        The run, its entry's revision, and whether it is new."""
         kv = await self.runs()
         try:
-            return run, await kv.create(run.run_id, run.model_dump_json(by_alias=True).encode())
+            return run, await kv.create(run.run_id, run.model_dump_json(
+                by_alias=True).encode()), True
         except KeyWrongLastSequenceError:
             found, revision = await self.load(run.run_id)
             if found is None or revision is None:
                 raise
-            return found, revision
+            return found, revision, False
 
     async def save(self, run: Run, revision: int) -> tuple[Run, int]:
         """Write ``run`` over the entry at ``revision``. A cancel written in between is

@@ -231,7 +231,7 @@ async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
     copies = []
     for _ in range(2):
         bus = await make_bus()
-        services = (DeadlineWatch(bus), Discovery(bus, interval=0.5))
+        services = (DeadlineWatch(bus), Discovery(bus))  # the agents' beat interval
         for service in services:
             await service.start()
         copies.append(services)

@@ -433,3 +433,38 @@ async def test_a_workflow_with_a_capability_is_offered_under_it(hub: Hub) -> Non
     async with asyncio.timeout(20):
         while not await discover(hub.bus, later):
             await asyncio.sleep(0.05)
+
+
+async def test_a_continued_run_takes_an_answer_that_came_while_no_copy_listened(
+        hub: Hub) -> None:
+    """A copy died after its step was answered and before it kept the answer: the copy
+    that continues the run reads it from HMP_REPLIES and sends nothing again."""
+    import time
+
+    from hub.bus import Headers, reply_subject
+    from hub.workflows.store import Run, Sent, StepState
+
+    agent = await hub.agent("answered", answering(fresh=True), "answered_part")
+    workflow_id = unique("kept")
+    workflow = await hub.store.put({"workflow_id": workflow_id, "steps": [
+        {"id": "only", "agent": agent.agent_id, "intent": "answered_part"}]})
+    request = TaskRequest(sender_id=unique("caller"), intent="run_workflow", deadline_ms=30_000,
+                          arguments={"workflow_id": workflow_id, "input": {}})
+    run_id = run_id_of(request.sender_id, request.task_id)
+    sent = Sent(task_id=f"{run_id}-only-0", agent=agent.agent_id, intent="answered_part",
+                arguments={}, timestamp=time.time() - 200, deadline_ms=60_000,
+                sender_id=f"wf.{run_id}.only.0")
+    await hub.store.create(Run(
+        run_id=run_id, workflow_id=workflow_id, version=workflow.version, definition=workflow,
+        correlation_id=request.correlation_id, sender_id=request.sender_id,
+        task_id=request.task_id, document={"input": {}},
+        steps={"only": StepState(status="running", agent=agent.agent_id, sent=[sent])}))
+    await hub.bus.publish(reply_subject(sent.sender_id), TaskResponse(
+        sender_id=agent.agent_id, correlation_id=request.correlation_id, task_id=sent.task_id,
+        status="success", result={"from": "before"}), Headers("c", "c"))
+    executor_id = unique("executor")
+    await hub.executor(executor_id)
+    response = await hub.bus.request(executor_id, request)
+    assert response.status == "success", response
+    assert response.result["output"] == {"from": "before"}
+    assert agent.seen == [], "the step was not sent again"

@@ -250,7 +250,8 @@ async def test_the_gateways_own_agent_answers(edge: Edge) -> None:
 
 async def test_what_is_refused(edge: Edge) -> None:
     url = f"{edge.base}/a2a/{edge.agent.agent_id}"
-    unauthenticated = await httpx.AsyncClient().post(url, json={})
+    async with httpx.AsyncClient() as bare:
+        unauthenticated = await bare.post(url, json={})
     assert unauthenticated.status_code == 401
     for body, code in (("{nope", -32700), ('{"jsonrpc": "2.0"}', -32600),
                        ('{"jsonrpc": "2.0", "id": 1, "method": "message/teleport"}', -32601),
