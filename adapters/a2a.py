@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import a2a_pb2 as pb
@@ -140,7 +140,6 @@ class Inbound:
     deadline_ms: int | None
     return_immediately: bool
     history_length: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def read_send(params: dict[str, Any]) -> Inbound:

@@ -5,19 +5,25 @@ the task; each correlation id is a conversation of its own, so follow-ups of one
 work share memory. The task runs unattended: a tool that needs a human's approval is
 refused, never left waiting. An answer is ``success``; a question back is ``partial``
 (its next step: answer the question); everything else is ``failed`` with the outcome as
-its error code.
+its error code. Each tool step is told as a ``log_event`` on ``log.<task_id>``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 
 from agent_core import ConfigError, TaskResult
 from agent_core import TaskRequest as AgentTask
+from agent_core.events import Event, EventType
 from agent_core.runtime import Runtime
 
 from .agent import Agent
-from .messages import TaskRequest, TaskResponse
+from .bus import log_subject
+from .messages import LogEvent, TaskRequest, TaskResponse
+
+#: The steps of a task worth telling whoever follows it (the A2A edge streams them).
+_TOLD = (EventType.TOOL_STARTED, EventType.TOOL_FINISHED, EventType.TOOL_ERROR)
 
 
 class LoopAgent(Agent):
@@ -30,8 +36,28 @@ class LoopAgent(Agent):
         self.capabilities = capabilities
         self.runtime = runtime
         self.permissions = permissions
+        #: The request being handled (in this task).
+        self._request: contextvars.ContextVar[TaskRequest] = contextvars.ContextVar(
+            f"request-{id(self)}")
+        runtime.bus.subscribe(self._tell, *_TOLD)
+
+    async def _tell(self, event: Event) -> None:
+        """A tool step of the task, as a ``log_event`` on ``log.<task_id>`` (run in the
+        handler's own context: the event's task is the request's)."""
+        request = self._request.get(None)
+        if request is None:
+            return
+        p = event.payload
+        details = {"tool": str(p.get("tool", "")), **(
+            {"error": str(p.get("error", ""))[:200]} if event.type == EventType.TOOL_ERROR
+            else {})}
+        await self.publish(log_subject(request.task_id), LogEvent(
+            sender_id=self.agent_id, correlation_id=request.correlation_id,
+            level="warn" if event.type == EventType.TOOL_ERROR else "info",
+            event_type=str(event.type).lower(), details=details))
 
     async def on_message(self, request: TaskRequest) -> TaskResponse:
+        self._request.set(request)
         text = request.arguments.get("text")
         if not isinstance(text, str) or not text.strip():
             text = f"{request.intent}: {json.dumps(request.arguments, ensure_ascii=False)}"

@@ -1,11 +1,10 @@
-"""Starting a run from outside the hub's agents (the gateway's API and chat command): the
-``run_workflow`` request sent to a live executor, without waiting for its answer (it comes
-on ``reply.<sender_id>``, and the run's state is readable in the store meanwhile)."""
+"""Starting a run from outside the hub's agents (the gateway's API): the ``run_workflow``
+request sent to a live executor, without waiting for its answer (it comes on
+``reply.<sender_id>``, and the run's state is readable in the store meanwhile)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +44,8 @@ async def choose_executor(bus: Bus) -> str:
 
 async def start_run(bus: Bus, workflow_id: str, given: dict[str, Any], *, sender_id: str,
                     version: int | None = None, deadline_ms: int = MAX_DEADLINE_MS,
-                    correlation_id: str | None = None,
-                    before: Callable[[Started], Awaitable[None]] | None = None) -> Started:
-    """Ask a live executor to run ``workflow_id`` on ``given``; ``before`` is awaited with
-    the run's ids before the request is sent (to keep where its answer goes)."""
+                    correlation_id: str | None = None) -> Started:
+    """Ask a live executor to run ``workflow_id`` on ``given``."""
     executor = await choose_executor(bus)
     arguments: dict[str, Any] = {"workflow_id": workflow_id, "input": given}
     if version is not None:
@@ -61,8 +58,6 @@ async def start_run(bus: Bus, workflow_id: str, given: dict[str, Any], *, sender
     pause = await bus.admit(executor)
     if pause:
         await asyncio.sleep(pause)
-    if before is not None:
-        await before(started)
     await bus.publish(request_subject(executor), request,
                       Headers(request.correlation_id, request.correlation_id))
     return started

@@ -16,6 +16,7 @@ from hub.deadlines import DeadlineWatch
 from hub.delegation import HubDelegation
 from hub.discovery import Candidate, Discovery, Heartbeats, choose, discover
 from hub.loop_agent import LoopAgent
+from hub.replay import replay
 from tests.hub.conftest import BusFactory, RunnerFactory, unique
 from tests.hub.test_bus import Echo, Hang, until, watch
 
@@ -131,6 +132,12 @@ async def test_a_taskloop_agent_answers_a_delegated_task(
         assert outcome.status == "success" and outcome.agent_id == agent.agent_id
         assert outcome.result["answer"] == "Growth was 20%."
         assert outcome.result["tool_calls"] == 1
+        # Its tool step was told on the bus, under the request's task id (what the A2A
+        # edge streams), and kept in HMP_LOG for replay.
+        told = [h.message for h in await replay(bus, "trace-1")
+                if h.message["type"] == "log_event"]
+        assert [(m["event_type"], m["details"]["tool"]) for m in told] == [
+            ("tool_started", "calc_growth_rate"), ("tool_finished", "calc_growth_rate")]
         missing = await HubDelegation(bus, "gateway").delegate(
             "no_such_capability", "x", arguments={}, deadline_ms=1000, correlation_id="t")
         assert (missing.status, missing.error_code) == ("failed", "NO_AGENT")
