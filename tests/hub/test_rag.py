@@ -196,3 +196,42 @@ async def test_a_retriever_without_an_archive_finds_nothing_there() -> None:
                           arguments={"query": "x", "knowledge_base_id": "conversation:a"})
     answer = await retriever.on_message(request)
     assert answer.status == "success" and answer.result["documents"] == []
+
+
+async def test_with_an_embedding_model_the_retriever_also_finds_by_meaning() -> None:
+    """RECALL_EMBEDDINGS (here the scripted server's /v1/embeddings, whose stand-in model
+    knows a few synonyms): a query sharing no word with the document still finds it, and
+    its score is the cosine similarity."""
+    import re as regex
+
+    from agent_core import Settings
+    from agent_core.models.replay import hashed_embedding
+    from agent_core.store.factory import build_embedder
+
+    synonyms = {"automobile": "car", "hire": "rental", "weeks": "days"}
+
+    def embed(text: str) -> list[float]:
+        words = regex.findall(r"[a-z]+", text.lower())
+        return hashed_embedding(" ".join(synonyms.get(w, w) for w in words))
+
+    async with ReplayModelServer(embed=embed) as server:
+        settings = Settings(_env_file=None, recall_embeddings={  # type: ignore[call-arg]
+            "provider": "openai", "model_name": "embedder", "base_url": server.openai_url,
+            "api_key": "sk-test-0123456789abcdef"})
+        embedder = build_embedder(settings)
+        assert embedder is not None
+        try:
+            kb = KnowledgeBase.from_folder("claims-handbook", SAMPLE)
+            assert await kb.search("automobile hire weeks", 3) == [], "no shared keyword"
+            await kb.embed(embedder)
+            retriever = RetrieverAgent({"claims-handbook": kb}, embedder=embedder)
+            answer = await retriever.on_message(TaskRequest(
+                sender_id="t", intent="retrieve", deadline_ms=5000,
+                arguments={"query": "automobile hire weeks", "top_k": 2}))
+        finally:
+            await embedder.aclose()
+    first = answer.result["documents"][0]
+    assert first["document_id"] == "claims-handbook:rental.md#1"
+    assert 0 < first["relevance_score"] <= 1
+    embedded = [body for path, body in server.requests if path == "/v1/embeddings"]
+    assert len(embedded[0]["input"]) == len(kb.documents), "every document, once, at load"

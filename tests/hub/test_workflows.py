@@ -468,3 +468,29 @@ async def test_a_continued_run_takes_an_answer_that_came_while_no_copy_listened(
     assert response.status == "success", response
     assert response.result["output"] == {"from": "before"}
     assert agent.seen == [], "the step was not sent again"
+
+
+async def test_the_workflows_file_is_kept_at_start_and_a_bad_one_refused_naming_the_step(
+        hub: Hub, tmp_path: Any) -> None:
+    from agent_core import ConfigError
+    from hub.workflows.service import ExecutorService
+
+    workflow_id = unique("filed")
+    good = tmp_path / "flows.yaml"
+    good.write_text(f"- workflow_id: {workflow_id}\n  steps:\n    - id: a\n      capability: x\n")
+    service = ExecutorService(hub.bus, files=[good])
+    await service.start()
+    await service.stop()
+    kept = await hub.store.get(workflow_id)
+    assert kept is not None and kept.version == 1
+    again = ExecutorService(hub.bus, files=[good])  # the next start, unchanged: no new version
+    await again.start()
+    await again.stop()
+    assert (await hub.store.versions())[workflow_id] == [1]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"workflows:\n  - workflow_id: {workflow_id}\n    steps:\n"
+                   "      - {id: a, capability: x, input: {q: '$.b.result'}}\n")
+    with pytest.raises(ConfigError) as refused:
+        await ExecutorService(hub.bus, files=[bad]).start()
+    assert "bad.yaml" in str(refused.value) and "step 'a'" in str(refused.value)
+    assert "no step of this workflow" in str(refused.value)
