@@ -31,6 +31,8 @@ from adapters import a2a
 from adapters.base import InboundMessage
 from agent_core import PAUSED, TERMINAL
 
+from .a2a_tasks import A2ATasks, Record
+
 if TYPE_CHECKING:
     from .service import Gateway
 
@@ -42,33 +44,6 @@ _POLL = 0.2
 #: Seconds the live agents discovery named are trusted (a card or a call per message
 #: would otherwise ask it each time).
 _DISCOVERY_TTL = 1.0
-
-
-@dataclass
-class Record:
-    """An A2A task as the store keeps it."""
-
-    task: Any
-    agent: str
-    correlation_id: str
-    intent: str
-    hmp_task_id: str
-    round: int = 0
-
-    def dump(self) -> str:
-        return json.dumps({"task": a2a.task_json(self.task), "agent": self.agent,
-                           "correlation_id": self.correlation_id, "intent": self.intent,
-                           "hmp_task_id": self.hmp_task_id, "round": self.round})
-
-    @classmethod
-    def load(cls, raw: bytes | str) -> Record:
-        data = json.loads(raw)
-        return cls(a2a.load_task(data["task"]), data["agent"], data["correlation_id"],
-                   data["intent"], data["hmp_task_id"], int(data.get("round", 0)))
-
-    @property
-    def state(self) -> int:
-        return int(self.task.status.state)
 
 
 @dataclass
@@ -90,19 +65,14 @@ class A2AEdge:
         self.sender = "a2a-" + "".join(c if c.isalnum() or c in "-_" else "_"
                                        for c in self.prefix)
         self._live: dict[str, _Live] = {}
+        self.tasks = A2ATasks(lambda: gateway.parts.opened.store.redis, self.prefix,
+                              retention=settings.task_retention)
         self._agents: list[Any] = []
         self._agents_at = -1e9
 
     @property
-    def _redis(self) -> Any:
-        return self.gateway.parts.opened.store.redis
-
-    @property
     def _bus(self) -> Any:
         return self.gateway.parts.bus
-
-    def _key(self, task_id: str) -> str:
-        return f"{self.prefix}:a2a:{task_id}"
 
     # -- cards ---------------------------------------------------------------------------
 
@@ -145,18 +115,18 @@ class A2AEdge:
 
     async def get(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
         request = a2a.parse(params, a2a.pb.GetTaskRequest())
-        record = await self._record(agent_id, request.id)
+        record = await self.tasks.of(agent_id, request.id)
         length = request.history_length if request.HasField("history_length") else None
         return a2a.task_json(record.task, length)
 
     async def cancel(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
         request = a2a.parse(params, a2a.pb.CancelTaskRequest())
-        record = await self._record(agent_id, request.id)
+        record = await self.tasks.of(agent_id, request.id)
         if record.state in a2a.TERMINAL:
             raise a2a.RpcError(a2a.TASK_NOT_CANCELABLE, f"task {request.id} has ended "
                                f"({a2a.pb.TaskState.Name(record.state)})")
         event = a2a.set_state(record.task, a2a.pb.TASK_STATE_CANCELED, "Cancelled.")
-        await self._save(record)
+        await self.tasks.save(record)
         await self._stop_remote(record)
         live = self._live.get(record.task.id)
         if live is not None:
@@ -175,7 +145,7 @@ class A2AEdge:
         self._live[record.task.id] = live
         submitted = a2a.task_json(record.task)
         started = a2a.set_state(record.task, a2a.pb.TASK_STATE_WORKING)
-        await self._save(record)
+        await self.tasks.save(record)
         live.runner = asyncio.create_task(self._run(record, inbound, live),
                                           name=f"a2a-{record.task.id}")
         if stream:
@@ -212,7 +182,7 @@ class A2AEdge:
     async def _open(self, agent_id: str, inbound: a2a.Inbound) -> Record:
         message = inbound.message
         if message.task_id:
-            record = await self._record(agent_id, message.task_id)
+            record = await self.tasks.of(agent_id, message.task_id)
             if record.state not in a2a.INTERRUPTED:
                 raise a2a.RpcError(a2a.INVALID_PARAMS, f"task {message.task_id} is "
                                    f"{a2a.pb.TaskState.Name(record.state)}: only an "
@@ -311,7 +281,7 @@ class A2AEdge:
             return
         if record.round == 0:
             record.hmp_task_id = routed.task_id
-            await self._save(record)
+            await self.tasks.save(record)
         store = parts.opened.store
         limit = since + (inbound.deadline_ms or self.gateway.settings.hermes_run_timeout
                          * 1000) / 1000
@@ -345,11 +315,11 @@ class A2AEdge:
 
     async def _end(self, record: Record, live: _Live, events: list[Any]) -> None:
         """Keep the task's outcome (unless it was cancelled meanwhile) and stream it."""
-        current = await self._load(record.task.id)
+        current = await self.tasks.load(record.task.id)
         if current is not None and current.state == a2a.pb.TASK_STATE_CANCELED:
             log.info("A2A task %s: an answer after its cancel was dropped", record.task.id)
             return
-        await self._save(record)
+        await self.tasks.save(record)
         for event in events:
             live.events.put_nowait(event)
 
@@ -369,31 +339,11 @@ class A2AEdge:
                 if run is not None:
                     await WorkflowStore(self._bus).cancel(run.run_id)
 
-    # -- the store -----------------------------------------------------------------------
-
-    async def _load(self, task_id: str) -> Record | None:
-        raw = await self._redis.get(self._key(task_id)) if _plain(task_id) else None
-        return Record.load(raw) if raw else None
-
-    async def _record(self, agent_id: str, task_id: str) -> Record:
-        record = await self._load(task_id)
-        if record is None or record.agent != agent_id:
-            raise a2a.RpcError(a2a.TASK_NOT_FOUND, f"no task {task_id!r} of {agent_id!r}")
-        return record
-
-    async def _save(self, record: Record) -> None:
-        await self._redis.set(self._key(record.task.id), record.dump(),
-                              ex=int(self.gateway.settings.task_retention))
-
     async def aclose(self) -> None:
         """Stop the tasks running here (their clients read them with GetTask later)."""
         for live in list(self._live.values()):
             if live.runner is not None:
                 live.runner.cancel()
-
-
-def _plain(task_id: str) -> bool:
-    return 0 < len(task_id) <= 64 and all(c.isalnum() or c in "-_" for c in task_id)
 
 
 def _correlation(context_id: str) -> str:
