@@ -116,6 +116,8 @@ class A2AEdge:
     async def get(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
         request = a2a.parse(params, a2a.pb.GetTaskRequest())
         record = await self.tasks.of(agent_id, request.id)
+        if record.state == a2a.pb.TASK_STATE_WORKING and record.task.id not in self._live:
+            await self._catch_up(record)
         length = request.history_length if request.HasField("history_length") else None
         return a2a.task_json(record.task, length)
 
@@ -231,7 +233,7 @@ class A2AEdge:
         bus = self._bus
         deadline = inbound.deadline_ms or min(
             _MAX_DEADLINE_MS, int(self.gateway.settings.hermes_run_timeout * 1000))
-        request = TaskRequest(sender_id=self.sender, task_id=record.hmp_task_id,
+        request = TaskRequest(sender_id=self._sender_of(record), task_id=record.hmp_task_id,
                               message_id=record.hmp_task_id, intent=record.intent,
                               correlation_id=record.correlation_id, deadline_ms=deadline,
                               arguments={"text": inbound.text, **inbound.data})
@@ -295,23 +297,7 @@ class A2AEdge:
                     "error": "no answer in time"}, "TIMEOUT"))
                 return
             await asyncio.sleep(_POLL)
-        if state.status == "answered":
-            events = a2a.finish(record.task, "success", {"answer": state.answer or
-                                                         state.result_text or ""}, None)
-        elif state.status in PAUSED:
-            question = state.result_text or (state.question.text if state.question else "")
-            events = a2a.finish(record.task, "partial", {
-                "question": question, "next_steps": [{"intent": "chat", "ask": question}],
-                **({"approval": state.approval.model_dump(mode="json")}
-                   if state.approval else {})}, None)
-        elif state.status == "cancelled":
-            events = [a2a.set_state(record.task, a2a.pb.TASK_STATE_CANCELED,
-                                    state.result_text or "Cancelled.")]
-        else:
-            events = a2a.finish(record.task, "failed", {"error": state.error
-                                                        or state.result_text or ""},
-                                state.status.upper())
-        await self._end(record, live, events)
+        await self._end(record, live, _gateway_events(record, state))
 
     async def _end(self, record: Record, live: _Live, events: list[Any]) -> None:
         """Keep the task's outcome (unless it was cancelled meanwhile) and stream it."""
@@ -322,6 +308,30 @@ class A2AEdge:
         await self.tasks.save(record)
         for event in events:
             live.events.put_nowait(event)
+
+    async def _catch_up(self, record: Record) -> None:
+        """A working task no process here follows (the one that did stopped): its outcome
+        read from where it is kept, the gateway task's state or the agent's answer in
+        HMP_REPLIES (the same outcome its own process would have written)."""
+        events: list[Any] = []
+        if record.agent == GATEWAY_AGENT:
+            state = await self.gateway.parts.opened.store.load_task(record.hmp_task_id)
+            if state is not None and (state.status in TERMINAL or state.status in PAUSED):
+                events = _gateway_events(record, state)
+        elif self._bus is not None:
+            from hub import TaskRequest
+
+            kept = await self._bus.kept_answer(TaskRequest(
+                sender_id=self._sender_of(record), task_id=record.hmp_task_id,
+                intent=record.intent, deadline_ms=1))
+            if kept is not None:
+                events = a2a.finish(record.task, kept.status, kept.result, kept.error_code)
+        if events:
+            await self.tasks.save(record)
+
+    def _sender_of(self, record: Record) -> str:
+        """The sender id of a task's requests: its own, so its answers stay findable."""
+        return f"{self.sender}.{record.task.id}"
 
     async def _stop_remote(self, record: Record) -> None:
         """What stops the work behind a cancelled task, where there is a way."""
@@ -335,7 +345,7 @@ class A2AEdge:
                 from hub.workflows.store import WorkflowStore, run_id_of
 
                 run = await WorkflowStore(self._bus).run(
-                    run_id_of(self.sender, record.hmp_task_id))
+                    run_id_of(self._sender_of(record), record.hmp_task_id))
                 if run is not None:
                     await WorkflowStore(self._bus).cancel(run.run_id)
 
@@ -344,6 +354,25 @@ class A2AEdge:
         for live in list(self._live.values()):
             if live.runner is not None:
                 live.runner.cancel()
+
+
+def _gateway_events(record: Record, state: Any) -> list[Any]:
+    """A gateway task's outcome put into its A2A task: the events it makes."""
+    if state.status == "answered":
+        return list(a2a.finish(record.task, "success",
+                               {"answer": state.answer or state.result_text or ""}, None))
+    if state.status in PAUSED:
+        question = state.result_text or (state.question.text if state.question else "")
+        return list(a2a.finish(record.task, "partial", {
+            "question": question, "next_steps": [{"intent": "chat", "ask": question}],
+            **({"approval": state.approval.model_dump(mode="json")}
+               if state.approval else {})}, None))
+    if state.status == "cancelled":
+        return [a2a.set_state(record.task, a2a.pb.TASK_STATE_CANCELED,
+                              state.result_text or "Cancelled.")]
+    return list(a2a.finish(record.task, "failed",
+                           {"error": state.error or state.result_text or ""},
+                           state.status.upper()))
 
 
 def _correlation(context_id: str) -> str:

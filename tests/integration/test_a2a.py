@@ -269,3 +269,35 @@ async def test_what_is_refused(edge: Edge) -> None:
     client = await edge.client(edge.agent.agent_id)
     with pytest.raises(TaskNotFoundError):
         await client.get_task(pb.GetTaskRequest(id="not-a-task"))
+
+
+async def test_a_task_whose_process_stopped_following_it_catches_up_on_get(
+        edge: Edge) -> None:
+    """The process that sent a task's request stops following it (a restart); the answer
+    comes while nobody listens; GetTask (any process) reads it from the hub."""
+    client = await edge.client(edge.agent.agent_id)
+    request = message("slow, then fine")
+    request.configuration.return_immediately = True
+    [event] = await events(client, request)
+    task_id = event.task.id
+    async with asyncio.timeout(20):
+        while not edge.agent.seen:
+            await asyncio.sleep(0.02)
+    served = edge.h.client.app[EDGE][0]
+    await served.aclose()  # what a stopping gateway does with the tasks it follows
+    async with asyncio.timeout(20):
+        while task_id in served._live:
+            await asyncio.sleep(0.02)
+    working = await client.get_task(pb.GetTaskRequest(id=task_id))
+    assert working.status.state == pb.TASK_STATE_WORKING
+    edge.agent.release.set()
+    async with asyncio.timeout(20):  # the agent's answer is kept in HMP_REPLIES
+        while edge.runner.handled < 1:
+            await asyncio.sleep(0.02)
+        while True:
+            got = await client.get_task(pb.GetTaskRequest(id=task_id))
+            if got.status.state != pb.TASK_STATE_WORKING:
+                break
+            await asyncio.sleep(0.05)
+    assert got.status.state == pb.TASK_STATE_COMPLETED
+    assert got.artifacts[0].parts[0].text == "claim slow, then fine is valid"
