@@ -72,7 +72,8 @@ class WorkflowTasks:
                 listed = ", ".join(await self.workflows.versions()) or "none yet"
                 return await self._end(state, "answered", "Usage: /workflow <id> <what to do>."
                                        f" Workflows here: {listed}.")
-            if await self.workflows.get(workflow_id) is None:
+            workflow = await self.workflows.get(workflow_id)
+            if workflow is None:
                 listed = ", ".join(await self.workflows.versions()) or "none yet"
                 return await self._end(state, "failed", f"There is no workflow "
                                        f"{workflow_id!r}. Workflows here: {listed}.")
@@ -80,7 +81,8 @@ class WorkflowTasks:
                 executor = await choose_executor(self.bus)
             except NoExecutor as exc:
                 return await self._end(state, "failed", f"The workflow cannot start: {exc}.")
-            kept = {"workflow_id": workflow_id, "executor": executor, "sent_at": time.time(),
+            kept = {"workflow_id": workflow_id, "version": workflow.version,
+                    "executor": executor, "sent_at": time.time(),
                     "input": {"text": text.strip(), "conversation_id": msg.conversation_id,
                               "channel": msg.channel, "user_id": msg.user_id}}
             state.extra["workflow"] = kept
@@ -90,7 +92,8 @@ class WorkflowTasks:
             message_id=f"wf-{state.task_id}", task_id=f"wf-{state.task_id}",
             sender_id=f"gateway-wf.{state.task_id}", correlation_id=state.task_id,
             intent="run_workflow", timestamp=kept["sent_at"], deadline_ms=_DEADLINE_MS,
-            arguments={"workflow_id": kept["workflow_id"], "input": kept["input"]})
+            arguments={"workflow_id": kept["workflow_id"], "version": kept["version"],
+                       "input": kept["input"]})
         try:
             response = await self._follow(state, request, kept["executor"],
                                           resume=stored is not None)

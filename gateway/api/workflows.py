@@ -94,12 +94,13 @@ async def start_workflow_run(request: web.Request) -> web.Response:
     body = await parse(request, RunBody)
     store = _store(request)
     workflow_id = request.match_info["workflow_id"]
-    if await store.get(workflow_id, body.version) is None:
+    workflow = await store.get(workflow_id, body.version)
+    if workflow is None:
         raise bad(404, f"no workflow {workflow_id!r}" + (f" version {body.version}"
                                                          if body.version else ""))
-    try:
+    try:  # the version read here: the run is on the latest this request saw
         started = await start_run(store.bus, workflow_id, body.input, sender_id="gateway-api",
-                                  version=body.version, deadline_ms=body.deadline_ms)
+                                  version=workflow.version, deadline_ms=body.deadline_ms)
     except NoExecutor as exc:
         raise bad(409, str(exc)) from None
     return web.json_response({"run_id": started.run_id, "correlation_id":

@@ -69,13 +69,15 @@ class WorkflowExecutor(Agent):
         """Listen for cancels and offer the kept workflows' capabilities (call before the
         runner starts)."""
         self._subscription = await self.bus.nc.subscribe(f"{CANCEL}.*", cb=self._on_cancel)
+        await self.store.follow()
         await self.refresh()
 
     async def stop(self) -> None:
-        """Stop listening for cancels."""
+        """Stop listening for cancels and versions."""
         if self._subscription is not None:
             with contextlib.suppress(Exception):
                 await self._subscription.unsubscribe()
+        await self.store.unfollow()
 
     async def refresh(self) -> tuple[str, ...]:
         """Offer ``run_workflow`` and every kept workflow's capability (the heartbeats read

@@ -12,6 +12,8 @@ step. Cancelling sets a flag in the entry and tells the copy running it at once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -123,6 +125,10 @@ class WorkflowStore:
         self._definitions: KeyValue | None = None
         self._runs: KeyValue | None = None
         self._cache: dict[tuple[str, int], Workflow] = {}
+        #: With ``follow``: every workflow's newest version, as the bucket says.
+        self._latest: dict[str, int] = {}
+        self._following: asyncio.Task[None] | None = None
+        self._watcher: Any = None
 
     async def definitions(self) -> KeyValue:
         """The definitions bucket, created on first use."""
@@ -233,8 +239,43 @@ class WorkflowStore:
                 found.setdefault(workflow_id, []).append(int(version))
         return {k: sorted(v) for k, v in sorted(found.items())}
 
+    async def follow(self) -> None:
+        """Keep every workflow's newest version in memory from now on (a watch of the
+        ``.latest`` keys: a version kept elsewhere is seen as soon as the bucket has it),
+        so starting a run reads no pointer. Returns once the current ones are in."""
+        kv = await self.definitions()
+        self._watcher = await kv.watch(f"*.{LATEST}")
+        ready = asyncio.Event()
+
+        async def keep() -> None:
+            async for entry in self._watcher:
+                if entry is None:  # the current values are all in
+                    ready.set()
+                    continue
+                workflow_id = entry.key.rpartition(".")[0]
+                with contextlib.suppress(ValueError):
+                    self._latest[workflow_id] = int(entry.value or b"0")
+            ready.set()
+
+        self._following = asyncio.create_task(keep(), name="workflow versions")
+        await asyncio.wait_for(ready.wait(), 10)
+
+    async def unfollow(self) -> None:
+        """Stop the watch of ``follow``."""
+        if self._following is not None:
+            with contextlib.suppress(Exception):
+                await self._watcher.stop()
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._following
+            self._following = None
+
     async def latest_version(self, workflow_id: str) -> int:
         """The newest version of ``workflow_id`` (0: none)."""
+        if self._following is not None and not self._following.done():
+            known = self._latest.get(workflow_id)
+            if known is not None:
+                return known
         kv = await self.definitions()
         try:
             entry = await kv.get(f"{workflow_id}.{LATEST}")

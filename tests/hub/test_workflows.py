@@ -382,7 +382,7 @@ async def test_a_new_version_never_changes_a_run_in_progress(hub: Hub) -> None:
         {"id": "hold", "capability": "hold_part"},
         {"id": "then", "capability": "old_part", "after": ["hold"]}]})
     executor_id = unique("executor")
-    await hub.executor(executor_id)
+    executor, _ = await hub.executor(executor_id)
     running = asyncio.ensure_future(hub.run(executor_id, workflow_id, {}))
     await until(lambda: len(holder.seen) == 1)  # the run has started on version 1
     v2 = await hub.store.put({"workflow_id": workflow_id, "steps": [
@@ -390,6 +390,10 @@ async def test_a_new_version_never_changes_a_run_in_progress(hub: Hub) -> None:
         {"id": "then", "capability": "new_part", "after": ["hold"]}]})
     assert (v1.version, v2.version) == (1, 2)
     release.set()
+    # The executor follows the versions with a watch: the next run without a version is
+    # on version 2 once the watch has delivered it (a moment; the gateway's API and
+    # /workflow name the version they read instead).
+    await until(lambda: executor.store._latest.get(workflow_id) == 2)
     response = await asyncio.wait_for(running, 30)
     assert response.status == "success" and response.result["version"] == 1
     assert len(old.seen) == 1 and new.seen == []
