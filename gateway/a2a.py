@@ -89,11 +89,10 @@ class A2AEdge:
         if found is None:
             return None
         skills = [a2a.Skill(c) for c in found.capabilities]
-        if "run_workflow" in found.capabilities:
-            from hub.workflows.store import WorkflowStore
-
-            described = {w.capability: w.description for w in
-                         await WorkflowStore(self._bus).latest() if w.capability}
+        workflows = self.gateway.parts.workflows
+        if "run_workflow" in found.capabilities and workflows is not None:
+            described = {w.capability: w.description for w in await workflows.latest()
+                         if w.capability}
             skills = [a2a.Skill(s.id, described.get(s.id, "") or (
                 "run a workflow: data {workflow_id, version?, input}"
                 if s.id == "run_workflow" else "")) for s in skills]
@@ -341,13 +340,11 @@ class A2AEdge:
                 if state is not None and state.status == "running":
                     await self.gateway.parts.queue.signal(state.conversation_id, "stop",
                                                           state.task_id)
-            elif self._bus is not None:  # a workflow run started by this task
-                from hub.workflows.store import WorkflowStore, run_id_of
+            elif self.gateway.parts.workflows is not None:  # a run started by this task
+                from hub.workflows.store import run_id_of
 
-                run = await WorkflowStore(self._bus).run(
+                await self.gateway.parts.workflows.cancel(
                     run_id_of(self._sender_of(record), record.hmp_task_id))
-                if run is not None:
-                    await WorkflowStore(self._bus).cancel(run.run_id)
 
     async def aclose(self) -> None:
         """Stop the tasks running here (their clients read them with GetTask later)."""

@@ -221,11 +221,7 @@ async def _workflows(settings: GatewaySettings, action: str, target: str | None)
         if found is None:
             console.print(f"[red]no run {target}[/]")
             return 1
-        print(json.dumps({"run_id": found.run_id, "workflow_id": found.workflow_id,
-                          "version": found.version, "status": found.status,
-                          "cancel_requested": found.cancel_requested,
-                          "steps": found.summary(), "document": found.document},
-                         ensure_ascii=False, indent=2))
+        print(json.dumps(found.view(), ensure_ascii=False, indent=2))
         return 0
     finally:
         await bus.close()

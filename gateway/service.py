@@ -50,6 +50,7 @@ from .workflows import WorkflowTasks
 
 if TYPE_CHECKING:
     from hub import Bus
+    from hub.workflows.store import WorkflowStore
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class Parts:
     workers: WorkerPool
     #: The hub's bus, with HERMES_HUB.
     bus: Bus | None = None
+    #: The hub's workflows and runs (one per process: its buckets are opened once and a
+    #: kept version is read once), with HERMES_HUB.
+    workflows: WorkflowStore | None = None
 
 
 class Gateway:
@@ -121,6 +125,7 @@ class Gateway:
                                          else UnconfiguredModel())
         audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
         bus = await _start_hub(settings, stack, store) if settings.hermes_hub else None
+        workflow_store = _workflow_store(bus)
         if bus is not None:
             settings = settings.model_copy(update={
                 "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
@@ -172,9 +177,9 @@ class Gateway:
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
                               replies=replies, settings=settings, model_ready=self.model_ready,
                               workflows=WorkflowTasks(
-                                  bus, store, runtime.bus,
+                                  workflow_store, store, runtime.bus,
                                   shutting_down=lambda: runtime.loop.shutting_down)
-                              if bus else None)
+                              if workflow_store is not None else None)
         workers = WorkerPool(queue=queue, execution=execution, replies=replies,
                              concurrency=settings.hermes_workers, outage=outage)
         if isinstance(store.redis, MultiplexedRedis):
@@ -197,7 +202,7 @@ class Gateway:
                               min(3600.0, max(10.0, ttl / 10)), "idle sweep")
             stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
-                     approvals, channels, workers, bus)
+                     approvals, channels, workers, bus, workflow_store)
 
     @property
     def stopping(self) -> bool:
@@ -268,6 +273,14 @@ async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack
     stack.push_async_callback(bus.close)
     await start_services(bus, settings, stack, store=store)
     return bus
+
+
+def _workflow_store(bus: Bus | None) -> WorkflowStore | None:
+    if bus is None:
+        return None
+    from hub.workflows.store import WorkflowStore
+
+    return WorkflowStore(bus)
 
 
 def _delegation(bus: Bus | None) -> Delegation | None:

@@ -26,7 +26,8 @@ from agent_core.report import TaskReport
 
 if TYPE_CHECKING:
     from agent_core.store import RedisConversationStore
-    from hub import Bus, TaskResponse
+    from hub import TaskResponse
+    from hub.workflows.store import WorkflowStore
 
     from .queue import WorkItem
 
@@ -39,16 +40,15 @@ _DEADLINE_MS = 300_000
 class WorkflowTasks:
     """Runs the workflow tasks of the conversations."""
 
-    def __init__(self, bus: Bus, store: RedisConversationStore, events: EventBus, *,
-                 shutting_down: Callable[[], bool] = lambda: False) -> None:
-        from hub.workflows.store import WorkflowStore
-
-        self.bus = bus
+    def __init__(self, workflows: WorkflowStore, store: RedisConversationStore,
+                 events: EventBus, *, shutting_down: Callable[[], bool] = lambda: False
+                 ) -> None:
+        self.workflows = workflows
+        self.bus = workflows.bus
         self.store = store
         self.events = events
         #: True while the process hands its tasks back (a cancel is then not a /stop).
         self.shutting_down = shutting_down
-        self.workflows = WorkflowStore(bus)
 
     async def run(self, item: WorkItem, *, identity: str, stored: TaskState | None
                   ) -> TaskResult:

@@ -4,27 +4,24 @@ start a run, list, read and cancel runs."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._http import GATEWAY, bad, json_body, number, parse
 
+if TYPE_CHECKING:
+    from hub.workflows.store import WorkflowStore
+
 MAX_RUNS = 200
 
 
-def _hub(request: web.Request) -> Any:
-    bus = request.app[GATEWAY].parts.bus
-    if bus is None:
+def _store(request: web.Request) -> WorkflowStore:
+    store = request.app[GATEWAY].parts.workflows
+    if store is None:
         raise bad(409, "the agent hub is not enabled here (HERMES_HUB=true)")
-    return bus
-
-
-def _store(request: web.Request) -> Any:
-    from hub.workflows.store import WorkflowStore
-
-    return WorkflowStore(_hub(request))
+    return store
 
 
 async def create_workflow(request: web.Request) -> web.Response:
@@ -109,21 +106,12 @@ async def start_workflow_run(request: web.Request) -> web.Response:
                              status=202)
 
 
-def _run_json(run: Any) -> dict[str, Any]:
-    return {"run_id": run.run_id, "workflow_id": run.workflow_id, "version": run.version,
-            "status": run.status, "error_code": run.error_code,
-            "failed_step": run.failed_step, "correlation_id": run.correlation_id,
-            "cancel_requested": run.cancel_requested, "created_at": run.created_at,
-            "finished_at": run.finished_at, "steps": run.summary(),
-            "document": run.document}
-
-
 async def list_runs(request: web.Request) -> web.Response:
     """Runs, newest first (?workflow_id=, ?limit=)."""
     limit = number(request, "limit", low=1, high=MAX_RUNS, default=50, integer=True)
     runs = await _store(request).list_runs(workflow_id=request.query.get("workflow_id"),
                                            limit=int(limit or 50))
-    return web.json_response({"runs": [_run_json(r) for r in runs]})
+    return web.json_response({"runs": [r.view() for r in runs]})
 
 
 async def get_run(request: web.Request) -> web.Response:
@@ -131,7 +119,7 @@ async def get_run(request: web.Request) -> web.Response:
     run = await _store(request).run(request.match_info["run_id"])
     if run is None:
         raise bad(404, "no such run (a run appears once an executor has taken it)")
-    return web.json_response(_run_json(run))
+    return web.json_response(run.view())
 
 
 async def cancel_run(request: web.Request) -> web.Response:
@@ -139,7 +127,7 @@ async def cancel_run(request: web.Request) -> web.Response:
     run = await _store(request).cancel(request.match_info["run_id"])
     if run is None:
         raise bad(404, "no such run")
-    return web.json_response(_run_json(run), status=202 if run.status == "running" else 200)
+    return web.json_response(run.view(), status=202 if run.status == "running" else 200)
 
 
 def setup(app: web.Application) -> None:

@@ -100,6 +100,17 @@ class Run(BaseModel):
     created_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
 
+    def view(self) -> dict[str, Any]:
+        """What the API and ``hub show`` say of the run: its ids, status, every step's
+        status and the document so far."""
+        return {"run_id": self.run_id, "workflow_id": self.workflow_id,
+                "version": self.version, "status": self.status,
+                "error_code": self.error_code, "failed_step": self.failed_step,
+                "correlation_id": self.correlation_id,
+                "cancel_requested": self.cancel_requested, "created_at": self.created_at,
+                "finished_at": self.finished_at, "steps": self.summary(),
+                "document": self.document}
+
     def summary(self) -> list[dict[str, Any]]:
         """Every step's status, in the definition's order."""
         return [{"id": step.id, "status": self.steps[step.id].status,
