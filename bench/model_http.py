@@ -1,9 +1,14 @@
-"""CPU per model request: httpx's own pool against the aiohttp transport the adapters use.
+"""CPU per model request: the adapters' client against httpx and a bare aiohttp loop.
 
-Posts a chat-sized JSON body to a local aiohttp server at several concurrency levels
-through ``ModelHTTP`` (the adapters' client) with each transport, and prints the CPU per
-request of the whole process (client and the same local server in both columns) and the
-ratio.
+Posts a chat-sized JSON body to a local aiohttp server at several concurrency levels and
+prints the CPU per request of the whole process (client and the same local server in
+every column):
+
+- ``httpx``: an ``httpx.AsyncClient`` with its own pool (httpcore), posting ``json=``;
+- ``ModelHTTP``: the adapters' client (``agent_core/models/_http.py``: aiohttp, the retry
+  and error rules, the body decoded);
+- ``bare aiohttp``: one ``ClientSession``, ``post`` and ``json.loads`` of the body: the
+  floor; the last column is what ModelHTTP adds over it.
 
     .venv/bin/python bench/model_http.py [--requests 2000]
 """
@@ -12,20 +17,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import resource
 import statistics
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import httpx
 from aiohttp import web
 
 from agent_core.messages import Message
 from agent_core.models import ModelRequest
 from agent_core.models._http import ModelHTTP
-from agent_core.models._transport import AiohttpTransport
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "how are sales " * 40}] * 10}
 REQUEST = ModelRequest(messages=[Message(role="user", content="x")])
+Post = Callable[[], Awaitable[Any]]
 
 
 def cpu() -> float:
@@ -33,17 +42,46 @@ def cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def run(http: ModelHTTP, concurrency: int, total: int) -> float:
+async def run(post: Post, concurrency: int, total: int) -> float:
     """CPU seconds (client + server, one process) per request."""
 
     async def worker(n: int) -> None:
         for _ in range(n):
-            await http.post_json("/chat", BODY, REQUEST)
+            await post()
 
     await worker(20)  # warm the pool
     before = cpu()
     await asyncio.gather(*(worker(total // concurrency) for _ in range(concurrency)))
     return (cpu() - before) / total
+
+
+@contextlib.asynccontextmanager
+async def with_httpx(url: str) -> AsyncIterator[Post]:
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(
+            max_connections=200, max_keepalive_connections=50)) as client:
+        async def post() -> Any:
+            response = await client.post("/chat", json=BODY)
+            return response.json()
+        yield post
+
+
+@contextlib.asynccontextmanager
+async def with_model_http(url: str) -> AsyncIterator[Post]:
+    http = ModelHTTP(provider="bench", base_url=url, headers={}, timeout=30, max_retries=0)
+    try:
+        yield lambda: http.post_json("/chat", BODY, REQUEST)
+    finally:
+        await http.aclose()
+
+
+@contextlib.asynccontextmanager
+async def with_aiohttp(url: str) -> AsyncIterator[Post]:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session:
+        async def post() -> Any:
+            async with session.post(f"{url}/chat", data=json.dumps(BODY).encode(),
+                                    headers={"Content-Type": "application/json"}) as r:
+                return json.loads(await r.read())
+        yield post
 
 
 async def main(total: int) -> None:
@@ -59,27 +97,22 @@ async def main(total: int) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    transports: dict[str, Any] = {
-        "httpx pool": lambda: httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)),
-        "aiohttp transport": lambda: AiohttpTransport(max_connections=200),
-    }
+    clients = {"httpx": with_httpx, "ModelHTTP": with_model_http, "bare aiohttp": with_aiohttp}
     print(f"CPU per model request (client + local server, {total} requests per cell; "
           "median of 3):")
     for concurrency in (1, 10, 50, 200):
         cells = {}
-        for name, make in transports.items():
+        for name, make in clients.items():
             runs = []
             for _ in range(3):
-                http = ModelHTTP(provider="bench", base_url=url, headers={}, timeout=30,
-                                 max_retries=0, transport=make())
-                runs.append(await run(http, concurrency, total))
-                await http.aclose()
+                async with make(url) as post:
+                    runs.append(await run(post, concurrency, total))
             cells[name] = statistics.median(runs)
-        ratio = cells["httpx pool"] / cells["aiohttp transport"]
+        added = cells["ModelHTTP"] - cells["bare aiohttp"]
         print(f"  concurrency {concurrency:3d}: " + "   ".join(
             f"{name} {value * 1000:6.3f} ms" for name, value in cells.items())
-            + f"   ratio {ratio:4.1f}x")
+            + f"   ModelHTTP adds {added * 1000:+6.3f} ms,"
+            f" httpx/ModelHTTP {cells['httpx'] / cells['ModelHTTP']:4.1f}x")
     await runner.cleanup()
 
 

@@ -1,6 +1,6 @@
 """Model adapters behind one interface; switching provider is configuration only.
 
-The adapters and their HTTP stack (httpx over aiohttp's pool) are imported when first
+The adapters and their HTTP stack (aiohttp's client) are imported when first
 used, so that importing the runtime does not load them: a process that builds no model
 (the hub's services, a tool module) never pays for them."""
 

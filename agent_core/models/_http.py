@@ -4,7 +4,7 @@ and decides what is retried.
 - 401/403: fail fast (ModelAuthError: check the key setting)
 - connection refused, DNS, TLS: fail fast (ModelUnreachableError with the URL)
 - 429: exponential backoff with jitter, honouring Retry-After; quota exhaustion is not retried
-- 5xx, 529 and timeouts: limited retries with backoff
+- 5xx, 529, timeouts and connections dropped mid-answer: limited retries with backoff
 - a context-length complaint: ContextLengthError, so the caller can shrink and retry once
 """
 
@@ -15,12 +15,12 @@ import json
 import logging
 import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
+import aiohttp
 
 from ..errors import (
     ContextLengthError,
@@ -34,7 +34,8 @@ from ..errors import (
     ModelUnreachableError,
 )
 from ..redaction import redact
-from ._transport import AiohttpTransport
+from . import _transport
+from ._transport import Failure, Pool
 from .base import ModelRequest
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class ModelHTTP:
-    """An httpx client (over aiohttp's pool, see ``_transport``) with the retry and error
-    rules every adapter shares."""
+    """aiohttp's pool (see ``_transport``) with the retry and error rules every adapter
+    shares."""
 
     def __init__(
         self,
@@ -65,7 +66,7 @@ class ModelHTTP:
         key_setting: str = "LLM_API_KEY",
         backoff_base: float = 0.5,
         sleep: Sleep = asyncio.sleep,
-        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 200,
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
@@ -74,26 +75,23 @@ class ModelHTTP:
         self.key_setting = key_setting
         self.backoff_base = backoff_base
         self._sleep = sleep
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers,
-            transport=transport or AiohttpTransport(max_connections=200),
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-        )
+        self._connect_timeout = min(timeout, 10.0)
+        self._pool = Pool(headers=headers, max_connections=max_connections)
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        await self._client.aclose()
+        await self._pool.aclose()
 
     async def post_json(self, path: str, body: dict[str, Any], request: ModelRequest
                         ) -> dict[str, Any]:
         """POST and return the decoded JSON body, retrying per the rules above."""
-        async with self._retrying(path, body, request, stream=False) as response:
+        async with self._retrying(path, body, request, stream=False) as (_, raw):
             try:
-                data = response.json()
+                data = json.loads(raw)
             except ValueError as exc:
                 raise ModelResponseError(
                     f"{self.provider!r} returned a body that is not JSON: "
-                    f"{response.text[:200]!r}") from exc
+                    f"{raw[:200].decode('utf-8', 'replace')!r}") from exc
         if not isinstance(data, dict):
             raise ModelResponseError(f"{self.provider!r} returned JSON that is not an object")
         return data
@@ -101,47 +99,50 @@ class ModelHTTP:
     async def stream_lines(self, path: str, body: dict[str, Any], request: ModelRequest
                            ) -> AsyncIterator[str]:
         """POST and yield the response's lines as they arrive (SSE or NDJSON)."""
-        async with self._retrying(path, body, request, stream=True) as response:
+        async with self._retrying(path, body, request, stream=True) as (response, _):
             try:
-                async for line in response.aiter_lines():
+                async for line in _transport.lines(response):
                     yield line
-            except httpx.TimeoutException as exc:
-                raise ModelTimeoutError(self._url(path), self.timeout) from exc
-            except httpx.TransportError as exc:
-                raise ModelUnreachableError(self._url(path), f"stream broke: {exc}") from exc
+            except Failure as exc:
+                if exc.kind == "timeout":
+                    raise ModelTimeoutError(self._url(path), self.timeout) from exc
+                raise ModelUnreachableError(self._url(path),
+                                            f"stream broke: {_reason(exc)}") from exc
 
     @asynccontextmanager
     async def _retrying(self, path: str, body: dict[str, Any], request: ModelRequest, *,
-                        stream: bool) -> AsyncIterator[httpx.Response]:
+                        stream: bool) -> AsyncIterator[tuple[aiohttp.ClientResponse, bytes]]:
+        """The response with status < 400, and its whole body unless ``stream``."""
+        url = self._url(path)
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
         attempt = 0
         while True:
             attempt += 1
             try:
-                req = self._client.build_request("POST", path, json=body)
-                response = await self._client.send(req, stream=stream)
-            except httpx.TimeoutException as exc:
+                response = await self._pool.post(url, data, connect=self._connect_timeout,
+                                                 read=self.timeout)
+                raw = b"" if stream and response.status < 400 else await _transport.read_body(
+                    response)
+            except Failure as exc:
+                if exc.kind == "unreachable":
+                    raise ModelUnreachableError(url, _reason(exc)) from exc
                 if attempt > self.max_retries:
-                    raise ModelTimeoutError(self._url(path), self.timeout) from exc
-                await self._backoff(attempt, None, "timeout", request)
-                continue
-            except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                raise ModelUnreachableError(self._url(path), _reason(exc)) from exc
-            except httpx.TransportError as exc:
-                if attempt > self.max_retries:
-                    raise ModelUnreachableError(self._url(path), _reason(exc)) from exc
-                await self._backoff(attempt, None, type(exc).__name__, request)
+                    if exc.kind == "timeout":
+                        raise ModelTimeoutError(url, self.timeout) from exc
+                    raise ModelUnreachableError(url, _reason(exc)) from exc
+                why = "timeout" if exc.kind == "timeout" else type(exc.__cause__).__name__
+                await self._backoff(attempt, None, why, request)
                 continue
 
-            if response.status_code < 400:
+            if response.status < 400:
                 try:
-                    yield response
+                    yield response, raw
                 finally:
-                    await response.aclose()
+                    response.release()
                 return
 
-            text = (await response.aread()).decode("utf-8", "replace")
-            await response.aclose()
-            error = self._classify(response, text, path)
+            error = self._classify(response, raw.decode("utf-8", "replace"), path)
             retryable = isinstance(error, ModelRateLimitError) or (
                 type(error) is ModelHTTPError and error.status_code >= 500)
             if not retryable or attempt > self.max_retries:
@@ -149,8 +150,9 @@ class ModelHTTP:
             assert isinstance(error, ModelHTTPError)
             await self._backoff(attempt, error.retry_after, f"HTTP {error.status_code}", request)
 
-    def _classify(self, response: httpx.Response, text: str, path: str) -> ModelError:
-        status = response.status_code
+    def _classify(self, response: aiohttp.ClientResponse, text: str, path: str
+                  ) -> ModelError:
+        status = response.status
         url = self._url(path)
         retry_after = _retry_after(response.headers)
         body = redact(text[:2000])
@@ -205,7 +207,7 @@ def _error_code(text: str) -> str:
     return ""
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from Retry-After (seconds or HTTP date) or retry-after-ms, when present."""
     ms = headers.get("retry-after-ms")
     if ms:

@@ -1,125 +1,141 @@
-"""An httpx transport that sends requests through aiohttp's connection pool.
+"""The model adapters' HTTP: one aiohttp connection pool, and what its failures mean.
 
-The adapters speak httpx (requests, responses, timeouts, streaming). Its own pool,
-httpcore, scans every pooled connection on each request and polls each socket to see
-whether it has expired, so its CPU per request grows with concurrency: with a local server
-in the same process, 0.9 ms per request at 1 in flight and 3.9 ms at 200, against 0.55 and
-0.70 ms through aiohttp (``bench/model_http.py``). At gateway load the model client was the
-largest single CPU cost, so this transport keeps the httpx API and swaps the pool.
+The adapters used to speak httpx over this pool (an httpx transport backed by aiohttp,
+since httpcore's own pool costs 3.9 ms of CPU per request at 200 in flight against 0.7
+through aiohttp). httpx's request and response objects on top still cost about a tenth of
+the gateway's CPU under load (building each request, its headers and URL twice over), and
+importing httpx loads ~100 modules (~70-160 ms here; with click installed, as the MCP SDK
+brings it, httpx also imports its command line: rich, click, pygments). The adapters now
+post straight through aiohttp; ``bench/model_http.py`` measures the three ways.
 
-aiohttp's errors are mapped onto httpx's so that callers classify them exactly as before:
-refused / DNS / TLS → ``ConnectError``; connect timeout → ``ConnectTimeout``; read timeout
-→ ``ReadTimeout``; a connection dropped mid-response → ``ReadError``; a bad URL →
-``UnsupportedProtocol``.
+Failures are sorted into what the retry rules need (``Failure.kind``):
+
+- ``timeout``: connect or read timeout (retried);
+- ``unreachable``: refused, DNS, TLS handshake, a bad URL (not retried: the setting is wrong);
+- ``broken``: the connection dropped mid-request or mid-response (retried).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ssl
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+import codecs
+import re
+from collections.abc import AsyncIterator
+from typing import Any, Literal
 
 import aiohttp
-import httpx
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-_CHUNK = 64 * 1024
+Kind = Literal["timeout", "unreachable", "broken"]
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-@contextlib.contextmanager
-def _mapped_errors(request: httpx.Request) -> Iterator[None]:
-    try:
-        yield
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise httpx.ConnectTimeout(str(exc) or "connect timed out", request=request) from exc
-    except (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
-    except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
-        raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
-    except aiohttp.ClientConnectorError as exc:  # refused, DNS, TLS handshake
-        raise httpx.ConnectError(str(exc), request=request) from exc
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
-            aiohttp.ClientOSError) as exc:
-        raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
-    except aiohttp.ClientError as exc:
-        raise httpx.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
+class Failure(Exception):
+    """A request that got no (complete) answer; ``kind`` says which way it failed."""
+
+    def __init__(self, kind: Kind, exc: BaseException) -> None:
+        super().__init__(str(exc) or type(exc).__name__)
+        self.kind = kind
 
 
-class _Body(httpx.AsyncByteStream):
-    """The response body, yielded as it arrives (so SSE streams stay live)."""
-
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
-        self._response = response
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped_errors(self._request):
-            async for chunk in self._response.content.iter_chunked(_CHUNK):
-                yield chunk
-
-    async def aclose(self) -> None:
-        self._response.release()
+def classify(exc: BaseException) -> Kind | None:
+    """The Failure kind of one of aiohttp's exceptions (None: not a transport failure)."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.SocketTimeoutError |
+                  aiohttp.ServerTimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError |
+                  aiohttp.ClientConnectorError):  # refused, DNS, TLS handshake
+        return "unreachable"
+    if isinstance(exc, aiohttp.ClientError):  # payload cut short, disconnected, reset
+        return "broken"
+    return None
 
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """httpx requests over one lazily created ``aiohttp.ClientSession``.
+class Pool:
+    """One lazily created ``aiohttp.ClientSession`` (it needs the running loop).
 
-    Proxies come from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), as with httpx,
-    looked up once per host (aiohttp's ``trust_env`` would do it, and a netrc lookup, in a
-    thread on every request); certificates are verified with httpx's default context
-    (certifi, or SSL_CERT_FILE). No cookies are kept."""
+    Proxies come from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), looked up once
+    per host (aiohttp's ``trust_env`` would do it, and a netrc lookup, in a thread on every
+    request). No cookies are kept. Bodies are decompressed (gzip, deflate). Certificates
+    are verified with aiohttp's default context, built when aiohttp is imported: the
+    system's trust store, or SSL_CERT_FILE / SSL_CERT_DIR when set (httpx used certifi's
+    bundle; a second context cost ~50 ms at the first request)."""
 
-    def __init__(self, *, max_connections: int = 200, keepalive_expiry: float = 5.0,
-                 verify: ssl.SSLContext | bool = True) -> None:
+    def __init__(self, *, headers: dict[str, str], max_connections: int = 200,
+                 keepalive_expiry: float = 5.0) -> None:
+        self._headers = headers
         self._limit = max_connections
         self._keepalive = keepalive_expiry
-        self._ssl: ssl.SSLContext | bool = (
-            httpx.create_ssl_context() if verify is True else verify)
         self._session: aiohttp.ClientSession | None = None
-        self._proxies: dict[tuple[str, str, int | None], tuple[URL | None, Any]] = {}
+        self._proxies: dict[tuple[str, str | None, int | None], tuple[URL | None, Any]] = {}
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._limit, ssl=self._ssl,
-                                             keepalive_timeout=self._keepalive)
+            connector = aiohttp.TCPConnector(limit=self._limit, keepalive_timeout=self._keepalive)
             self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-                skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"))
+                connector=connector, headers=self._headers,
+                cookie_jar=aiohttp.DummyCookieJar())
         return self._session
 
-    def _proxy_for(self, url: httpx.URL) -> tuple[URL | None, Any]:
+    def _proxy_for(self, url: URL) -> tuple[URL | None, Any]:
         key = (url.scheme, url.host, url.port)
         if key not in self._proxies:
             try:
-                self._proxies[key] = get_env_proxy_for_url(URL(str(url)))
+                self._proxies[key] = get_env_proxy_for_url(url)
             except LookupError:
                 self._proxies[key] = (None, None)
         return self._proxies[key]
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        timeout = request.extensions.get("timeout", {})
-        body = await request.aread()
-        proxy, proxy_auth = self._proxy_for(request.url)
-        with _mapped_errors(request):
-            response = await self._get_session().request(
-                request.method, str(request.url),
-                headers=list(request.headers.multi_items()), data=body or None,
-                allow_redirects=False, compress=None, proxy=proxy, proxy_auth=proxy_auth,
-                timeout=aiohttp.ClientTimeout(
-                    total=None, connect=timeout.get("pool"),
-                    sock_connect=timeout.get("connect"), sock_read=timeout.get("read")))
-        extensions = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode("ascii", "replace")
-        return httpx.Response(response.status, headers=list(response.raw_headers),
-                              stream=_Body(response, request), request=request,
-                              extensions=extensions)
+    async def post(self, url: str, body: bytes, *, connect: float, read: float
+                   ) -> aiohttp.ClientResponse:
+        """Send a JSON body; the response's head has arrived (Failure if it did not)."""
+        try:
+            target = URL(url)
+            proxy, proxy_auth = self._proxy_for(target)
+            return await self._get_session().post(
+                target, data=body, headers={"Content-Type": "application/json"},
+                allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth,
+                timeout=aiohttp.ClientTimeout(total=None, connect=read, sock_connect=connect,
+                                              sock_read=read))
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise Failure(classify(exc) or "unreachable", exc) from exc
 
     async def aclose(self) -> None:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
             await asyncio.sleep(0)  # let the connector close its transports
+
+
+async def read_body(response: aiohttp.ClientResponse) -> bytes:
+    """The whole body (Failure if the connection broke or went silent on the way)."""
+    try:
+        return await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise Failure(classify(exc) or "broken", exc) from exc
+    finally:
+        response.release()
+
+
+async def lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The body's lines as they arrive (ended by LF, CRLF or CR, as SSE allows), without
+    their line ends; a line may be any length. Failure if the stream breaks."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending = ""
+    try:
+        async for chunk in response.content.iter_any():
+            pending += decoder.decode(chunk)
+            held = pending.endswith("\r")  # maybe the first half of a CRLF: wait for more
+            *complete, pending = _LINE_END.split(pending[:-1] if held else pending)
+            pending += "\r" if held else ""
+            for line in complete:
+                yield line
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise Failure(classify(exc) or "broken", exc) from exc
+    finally:
+        response.release()
+    pending += decoder.decode(b"", final=True)
+    last = pending.removesuffix("\r")
+    if last:
+        yield last

@@ -1,14 +1,18 @@
-"""The aiohttp-backed httpx transport under the model adapters: bodies, streaming and
-the way broken connections are reported, against real local HTTP servers."""
+"""The model adapters' HTTP (aiohttp's client under ModelHTTP): bodies, streamed lines,
+and the way broken connections are reported, against real local HTTP servers."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import trustme
 from aiohttp import web
 
 from agent_core.errors import ModelTimeoutError, ModelUnreachableError
@@ -93,6 +97,47 @@ async def test_stream_lines_arrive_while_the_server_is_still_sending(serve: Any)
     assert [line for line in lines if line] == ["data: one", "data: two"]
 
 
+async def test_streamed_lines_split_on_every_line_end_whatever_the_chunks(serve: Any) -> None:
+    """LF, CRLF and lone CR end lines (SSE allows all three), also when a CRLF or a UTF-8
+    character is split between writes; a line longer than aiohttp's 64 KiB readline limit
+    arrives whole; an unterminated last line is not lost."""
+    long = "x" * 200_000
+    parts = [b"data: \xc3", b"\xb8\r", b"\ndata: b\rdata: c\n\n", f"data: {long}\n".encode(),
+             b"tail"]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for part in parts:
+            await response.write(part)
+            await asyncio.sleep(0)
+        return response
+
+    http = client(await serve(handler))
+    try:
+        lines = [line async for line in http.stream_lines("/chat", {}, REQUEST)]
+    finally:
+        await http.aclose()
+    assert lines == ["data: ø", "data: b", "data: c", "", f"data: {long}", "tail"]
+
+
+@pytest.mark.parametrize("url", ["localhost:1/v1", "ftp://127.0.0.1:1/v1", "http://[::1/v1"])
+async def test_a_bad_url_is_unreachable_at_once_not_retried(url: str) -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    http = ModelHTTP(provider="openai", base_url=url, headers={}, timeout=5, max_retries=3,
+                     sleep=sleep)
+    try:
+        with pytest.raises(ModelUnreachableError, match="cannot reach the model"):
+            await http.post_json("/chat", {}, REQUEST)
+    finally:
+        await http.aclose()
+    assert waits == []
+
+
 async def test_a_connection_dropped_mid_stream_is_reported_as_broken(serve: Any) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -160,3 +205,63 @@ async def test_the_pool_reuses_connections(serve: Any) -> None:
     finally:
         await http.aclose()
     assert len(peers) == 1, "sequential requests share one kept-alive connection"
+
+
+CALL = """
+import asyncio, sys
+from agent_core.errors import ModelUnreachableError
+from agent_core.messages import Message
+from agent_core.models import ModelRequest
+from agent_core.models._http import ModelHTTP
+
+async def main():
+    http = ModelHTTP(provider="openai", base_url=sys.argv[1], headers={}, timeout=10,
+                     max_retries=2)
+    try:
+        print(await http.post_json("/chat", {}, ModelRequest(messages=[Message(role="user",
+                                                                              content="x")])))
+    except ModelUnreachableError as exc:
+        print("unreachable:", exc)
+    finally:
+        await http.aclose()
+
+asyncio.run(main())
+"""
+
+
+async def test_tls_is_verified_against_the_trust_store_ssl_cert_file_names(tmp_path: Any
+                                                                           ) -> None:
+    """A model behind a private CA: trusted once SSL_CERT_FILE names that CA, refused (not
+    retried) with a certificate error otherwise."""
+    ca, other = trustme.CA(), trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    other.cert_pem.write_to_path(str(tmp_path / "other.pem"))
+    server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ssl)
+    app = web.Application()
+    app.router.add_post("/v1/chat", _ok)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ssl).start()
+    url = f"https://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    async def call(cafile: str) -> str:
+        env = {**os.environ, "SSL_CERT_FILE": str(tmp_path / cafile)}
+        env.pop("SSL_CERT_DIR", None)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", CALL, url, env=env, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        return out.decode()
+
+    try:
+        assert (await call("ca.pem")).strip() == "{'ok': True}"
+        refused = await call("other.pem")
+    finally:
+        await runner.cleanup()
+    assert refused.startswith("unreachable:") and "certificate" in refused.lower(), refused
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
