@@ -7,8 +7,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import json_repair
-
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'",
                         "\uff02": '"', "\u00ab": '"', "\u00bb": '"'})
@@ -88,6 +86,8 @@ def loads_repaired(text: str) -> Any:
         return value
     if not candidate or len(candidate) > _REPAIR_MAX or _depth(candidate) > _REPAIR_DEPTH:
         return None  # json-repair is slow on such text, and nothing sane is in it
+    import json_repair  # only for broken JSON: ~17 ms of import the runtime need not pay
+
     try:
         repaired = json_repair.loads(candidate)
     except Exception:  # json_repair raises assorted errors on hostile input

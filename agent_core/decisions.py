@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 DecisionType = Literal["final_answer", "tool_call", "ask_user", "invalid"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("final_answer", "tool_call", "ask_user", "invalid")
@@ -12,6 +12,8 @@ DECISION_TYPES: tuple[DecisionType, ...] = ("final_answer", "tool_call", "ask_us
 
 class AgentDecision(BaseModel):
     """One decision parsed from a model turn."""
+
+    model_config = ConfigDict(defer_build=True)
 
     type: DecisionType
     tool_name: str | None = None

