@@ -29,6 +29,11 @@ on them (each connect is a step of its own event loop), so that figure carries u
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 5]
                                            [--model-latency 0.05] [--workers 32]
                                            [--processes 1] [--replicas 1] [--floor]
+                                           [--sync 50]
+
+``--sync N`` then sends N synchronous ``POST /agent/run`` calls one after another (the
+gateway otherwise idle) and prints what each took beyond the model time its task measured
+(the model server's latency, plus its own and the HTTP time to it).
 
 ``--processes N`` runs the gateway as ``serve --processes N`` (N processes on one port);
 ``--replicas R`` runs R separate gateways on consecutive ports, conversations spread
@@ -231,8 +236,24 @@ async def floor(conversations: int, port: int) -> None:
         server.wait(10)
 
 
+async def sync_runs(session: aiohttp.ClientSession, base: str, runs: int) -> list[float]:
+    """Seconds each of ``runs`` synchronous POST /agent/run calls (one after another, on a
+    quiet gateway, each its own conversation) took beyond the model time its task
+    measured."""
+    added = []
+    for i in range(runs):
+        body = {"conversation_id": f"sync-{i}", "user_id": "bench", "text": f"sync {i}"}
+        started = time.perf_counter()
+        async with session.post(f"{base}/agent/run", json=body) as r:
+            view = await r.json()
+        elapsed = time.perf_counter() - started
+        assert r.status == 200 and view["text"] == f"answer to: sync {i}", view
+        added.append(elapsed - view["report"]["model_time"])
+    return added
+
+
 async def main(conversations: int, messages: int, latency: float, port: int,
-               replicas: int, workers: int, processes: int) -> int:
+               replicas: int, workers: int, processes: int, sync: int) -> int:
     answers: dict[str, asyncio.Future[float]] = {}
     received: dict[str, int] = defaultdict(int)
 
@@ -341,6 +362,7 @@ async def main(conversations: int, messages: int, latency: float, port: int,
                 model_time[text] = view["report"]["model_time"]
 
             await asyncio.gather(*(report(t, text) for t, text in by_task.items()))
+            sync_added = await sync_runs(session, bases[0], sync) if sync else []
     finally:
         for gateway in reversed(gateways):
             gateway.terminate()
@@ -377,6 +399,10 @@ async def main(conversations: int, messages: int, latency: float, port: int,
           f"({cpu_used / elapsed * 100:.0f}% of one core, all replicas)")
     print(f"  lost {lost}, duplicated {duplicated}, wrong {len(wrong)} (target 0, 0, 0); "
           f"mean ack {statistics.fmean(acks) * 1000:.2f} ms")
+    if sync_added:
+        print(f"  sync /agent/run  {len(sync_added)} calls one after another, beyond the model's"
+              f" own time: p50 {percentile(sync_added, .5) * 1000:.2f} ms, "
+              f"p90 {percentile(sync_added, .9) * 1000:.2f} ms   (target p50 <= 3 ms)")
     for text in wrong[:5]:
         print(f"  wrong answer: {text!r}")
     return 0 if lost == 0 and duplicated == 0 and not wrong else 1
@@ -395,8 +421,11 @@ if __name__ == "__main__":
                         help="serve --processes: serving processes per gateway, one port")
     parser.add_argument("--floor", action="store_true",
                         help="first measure the same burst against a do-nothing aiohttp app")
+    parser.add_argument("--sync", type=int, default=50,
+                        help="then this many synchronous /agent/run calls, one at a time")
     args = parser.parse_args()
     if args.floor:
         asyncio.run(floor(args.conversations, args.port + 50))
     sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
-                              args.port, args.replicas, args.workers, args.processes)))
+                              args.port, args.replicas, args.workers, args.processes,
+                              args.sync)))

@@ -34,6 +34,10 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return #ARGV - 2
 """
 _SKIP = {"MODEL_DELTA"}  # streamed text fragments: too many entries to keep
+#: A task's burst of events ends with this one, and a waiter (sync /agent/run, the web
+#: chat, an SSE client on any replica) is waiting for it: written at once, not after the
+#: linger (which had added 5 ms to every synchronous call).
+_LAST = "AGENT_FINISHED"
 
 
 @store_boundary
@@ -50,6 +54,7 @@ class EventLog:
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
+        self._flush = asyncio.Event()
         self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
     def start(self) -> None:
@@ -73,12 +78,18 @@ class EventLog:
         """EventBus handler."""
         if event.task_id and str(event.type) not in _SKIP:
             self._queue.put_nowait(event)
+            if event.type == _LAST:
+                self._flush.set()
 
     async def _write_loop(self) -> None:
         while True:
             event = await self._queue.get()
-            # A task emits its events in quick bursts: wait a moment to write them together.
-            await asyncio.sleep(_LINGER)
+            # A task emits its events in quick bursts: wait a moment to write them together,
+            # unless the burst has ended.
+            if event is not None and not self._flush.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._flush.wait(), _LINGER)
+            self._flush.clear()
             batch = [event]
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())

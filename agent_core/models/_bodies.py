@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ModelResponseError
 
@@ -26,12 +26,19 @@ def read(shape: type[Shape], data: dict[str, Any], provider: str) -> Shape:
             f"{first['msg']} ({exc.error_count()} problem(s))") from None
 
 
+class _Shape(BaseModel):
+    """Built at its first validation: a process builds the shapes of the provider it talks
+    to (and whether it streams), not all 21."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 def text_of(value: Any) -> str:
     """A cosmetic field as text ("" for none)."""
     return "" if value is None else str(value)
 
 
-class _Tokens(BaseModel):
+class _Tokens(_Shape):
     """Token counts; a missing or null count is 0."""
 
     def count(self, name: str) -> int:
@@ -40,24 +47,24 @@ class _Tokens(BaseModel):
 
 
 # --- OpenAI-compatible chat/completions ------------------------------------------------------
-class OpenAIPart(BaseModel):
+class OpenAIPart(_Shape):
     """A content part (some compatible servers send content as a list of parts)."""
 
     type: str = "text"
     text: str = ""
 
 
-class OpenAIFunction(BaseModel):
+class OpenAIFunction(_Shape):
     name: str = ""
     arguments: str | dict[str, Any] | None = None
 
 
-class OpenAIToolCall(BaseModel):
+class OpenAIToolCall(_Shape):
     id: str | None = None
     function: OpenAIFunction = Field(default_factory=OpenAIFunction)
 
 
-class OpenAIMessage(BaseModel):
+class OpenAIMessage(_Shape):
     content: str | list[OpenAIPart] | None = None
     tool_calls: list[OpenAIToolCall] | None = None
 
@@ -68,7 +75,7 @@ class OpenAIMessage(BaseModel):
         return self.content or ""
 
 
-class OpenAIChoice(BaseModel):
+class OpenAIChoice(_Shape):
     message: OpenAIMessage = Field(default_factory=OpenAIMessage)
     finish_reason: Any = None
 
@@ -78,14 +85,14 @@ class OpenAIUsage(_Tokens):
     completion_tokens: int | None = None
 
 
-class OpenAICompletion(BaseModel):
+class OpenAICompletion(_Shape):
     choices: list[OpenAIChoice] = Field(min_length=1)
     usage: OpenAIUsage | None = None
     model: Any = None
 
 
 # --- Anthropic Messages ------------------------------------------------------------------------
-class AnthropicBlock(BaseModel):
+class AnthropicBlock(_Shape):
     type: str
     text: str = ""
     id: str | None = None
@@ -98,7 +105,7 @@ class AnthropicUsage(_Tokens):
     output_tokens: int | None = None
 
 
-class AnthropicMessage(BaseModel):
+class AnthropicMessage(_Shape):
     content: list[AnthropicBlock]
     usage: AnthropicUsage | None = None
     model: Any = None
@@ -106,17 +113,17 @@ class AnthropicMessage(BaseModel):
 
 
 # --- Ollama /api/chat --------------------------------------------------------------------------
-class OllamaFunction(BaseModel):
+class OllamaFunction(_Shape):
     name: str = ""
     arguments: dict[str, Any] | str | None = None
 
 
-class OllamaToolCall(BaseModel):
+class OllamaToolCall(_Shape):
     id: str | None = None
     function: OllamaFunction = Field(default_factory=OllamaFunction)
 
 
-class OllamaMessage(BaseModel):
+class OllamaMessage(_Shape):
     content: str | None = None
     tool_calls: list[OllamaToolCall] | None = None
 
@@ -130,28 +137,28 @@ class OllamaChat(_Tokens):
 
 
 # --- streamed pieces -----------------------------------------------------------------------
-class OpenAIDeltaFunction(BaseModel):
+class OpenAIDeltaFunction(_Shape):
     name: str | None = None
     arguments: str | None = None
 
 
-class OpenAIDeltaCall(BaseModel):
+class OpenAIDeltaCall(_Shape):
     index: int | None = None
     id: str | None = None
     function: OpenAIDeltaFunction = Field(default_factory=OpenAIDeltaFunction)
 
 
-class OpenAIDelta(BaseModel):
+class OpenAIDelta(_Shape):
     content: str | None = None
     tool_calls: list[OpenAIDeltaCall] | None = None
 
 
-class OpenAIChunkChoice(BaseModel):
+class OpenAIChunkChoice(_Shape):
     delta: OpenAIDelta = Field(default_factory=OpenAIDelta)
     finish_reason: Any = None
 
 
-class OpenAIChunk(BaseModel):
+class OpenAIChunk(_Shape):
     """One ``data:`` chunk of a streamed chat/completions answer."""
 
     choices: list[OpenAIChunkChoice] | None = None
@@ -159,25 +166,25 @@ class OpenAIChunk(BaseModel):
     model: Any = None
 
 
-class AnthropicStreamBlock(BaseModel):
+class AnthropicStreamBlock(_Shape):
     type: str | None = None
     id: str | None = None
     name: str = ""
 
 
-class AnthropicStreamDelta(BaseModel):
+class AnthropicStreamDelta(_Shape):
     type: str | None = None
     text: str = ""
     partial_json: str = ""
     stop_reason: Any = None
 
 
-class AnthropicStreamMessage(BaseModel):
+class AnthropicStreamMessage(_Shape):
     model: Any = None
     usage: AnthropicUsage | None = None
 
 
-class AnthropicEvent(BaseModel):
+class AnthropicEvent(_Shape):
     """One event of a streamed Messages answer (the fields of every kind it reads)."""
 
     type: str | None = None

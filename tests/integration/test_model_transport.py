@@ -265,3 +265,23 @@ async def test_tls_is_verified_against_the_trust_store_ssl_cert_file_names(tmp_p
 
 async def _ok(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
+
+
+async def test_bodies_with_what_orjson_refuses_still_go_and_come_back(serve: Any) -> None:
+    """Requests are encoded and answers decoded by orjson; an int key goes out as a string
+    (as the standard library writes it) and an answer orjson refuses (an integer past 64
+    bits, NaN) is read by the standard library."""
+    seen: list[Any] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(await request.json())
+        return web.Response(text='{"big": 1180591620717411303424, "nan": NaN}',
+                            content_type="application/json")
+
+    http = client(await serve(handler))
+    try:
+        data = await http.post_json("/chat", {"q": "ünï", "counts": {1: 2}}, REQUEST)
+    finally:
+        await http.aclose()
+    assert seen == [{"q": "ünï", "counts": {"1": 2}}]
+    assert data["big"] == 2 ** 70 and data["nan"] != data["nan"]

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import uuid
 from pathlib import Path
+from typing import Any
 
 from agent_core import Event, EventType
 from agent_core.settings import Settings
@@ -104,4 +105,32 @@ async def test_events_are_recorded_after_the_server_lost_its_scripts(redis_url: 
         assert [e["payload"]["n"] for e in await log.read("task-a")] == [0, 1, 2]
         assert [e["payload"]["n"] for e in await log.read("task-b")] == [9]
     finally:
+        await client.aclose()
+
+
+async def test_a_tasks_last_event_is_written_at_once_with_what_came_before(
+        redis_url: str, monkeypatch: Any) -> None:
+    """Events linger to be written together, but AGENT_FINISHED ends a task's burst and
+    someone is waiting for it (a sync /agent/run, an SSE client): it goes at once, with
+    the events queued before it, in order."""
+    import gateway.eventlog
+
+    monkeypatch.setattr(gateway.eventlog, "_LINGER", 3600.0)  # only the flush can write
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    log.start()
+    try:
+        log(Event(EventType.TOOL_STARTED, "trace", "c1", 0, {"n": 1}, task_id="task-a"))
+        log(Event(EventType.AGENT_FINISHED, "trace", "c1", 0, {"n": 2}, task_id="task-a"))
+
+        async def both() -> list[Any]:
+            async for event in log.follow("task-a", poll=0.2):
+                if event["type"] == "AGENT_FINISHED":
+                    return [e["payload"]["n"] for e in await log.read("task-a")]
+            return []
+
+        assert await asyncio.wait_for(both(), 30) == [1, 2]
+    finally:
+        log.close_followers()
+        await log.stop()
         await client.aclose()
