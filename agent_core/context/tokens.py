@@ -108,18 +108,22 @@ def _cl100k(tiktoken: Any, cache_dir: Path) -> tuple[dict[bytes, int], str]:
     return spec["mergeable_ranks"], spec["pat_str"]
 
 
-# Pieces in the spirit of cl100k's pre-tokenizer, each with its own cost.
-_PIECES = re.compile(
-    r"(?P<cjk>[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])"
-    r"|(?P<fullwidth>[\u3000-\u303f\uff00-\uffef])"
-    r"|(?P<word> ?[A-Za-z\u00c0-\u024f]+)"
-    r"|(?P<digits>\d+)"
-    r"|(?P<newlines>\s*[\r\n]+)"
-    r"|(?P<spaces>[ \t]{2,})"
-    r"|(?P<punct> ?[^\sA-Za-z\d\u00c0-\u024f\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff"
-    r"\uff00-\uffef]{1,3})"
-    r"|(?P<other>\S)"
-)
+@lru_cache(maxsize=1)
+def _pieces() -> re.Pattern[str]:
+    """Pieces in the spirit of cl100k's pre-tokenizer, each with its own cost (compiled at
+    the first estimate: its Unicode classes take a few ms, which OpenAI-family processes
+    never need)."""
+    return re.compile(
+        r"(?P<cjk>[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])"
+        r"|(?P<fullwidth>[\u3000-\u303f\uff00-\uffef])"
+        r"|(?P<word> ?[A-Za-z\u00c0-\u024f]+)"
+        r"|(?P<digits>\d+)"
+        r"|(?P<newlines>\s*[\r\n]+)"
+        r"|(?P<spaces>[ \t]{2,})"
+        r"|(?P<punct> ?[^\sA-Za-z\d\u00c0-\u024f\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff"
+        r"\uff00-\uffef]{1,3})"
+        r"|(?P<other>\S)"
+    )
 
 
 class EstimateCounter:
@@ -137,7 +141,7 @@ class EstimateCounter:
     def count(self, text: str) -> int:
         """Estimated tokens in ``text``."""
         total = 0.0
-        for m in _PIECES.finditer(text):
+        for m in _pieces().finditer(text):
             kind = m.lastgroup
             piece = m.group()
             if kind == "cjk":

@@ -7,13 +7,22 @@ Japanese without a dictionary.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable
 
-_WORD = re.compile(r"[a-z0-9_\u00c0-\u024f]+(?:[.-][a-z0-9_]+)*|[\u3040-\u30ff\u3400-\u9fff]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+@functools.lru_cache(maxsize=1)
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Words and CJK characters (compiled at the first use: their Unicode classes take a
+    few ms that a process which never searches its archive need not pay)."""
+    return (re.compile(r"[a-z0-9_\u00c0-\u024f]+(?:[.-][a-z0-9_]+)*"
+                       r"|[\u3040-\u30ff\u3400-\u9fff]+"),
+            re.compile(r"[\u3040-\u30ff\u3400-\u9fff]"))
+
+
 _STOP = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "i", "in",
     "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "will",
@@ -28,8 +37,9 @@ B = 0.75
 def terms(text: str) -> list[str]:
     """Index terms of ``text``, in order, repeats kept."""
     out: list[str] = []
-    for token in _WORD.findall(text.lower()):
-        if _CJK.match(token):
+    word, cjk = _patterns()
+    for token in word.findall(text.lower()):
+        if cjk.match(token):
             out.extend(token)
             out.extend(token[i:i + 2] for i in range(len(token) - 1))
         elif token not in _STOP and len(token) <= 64:
@@ -40,8 +50,9 @@ def terms(text: str) -> list[str]:
 def query_terms(text: str) -> list[str]:
     """Distinct terms of a query (CJK queries use bigrams only when they have any)."""
     found = terms(text)
-    bigrams = [t for t in found if _CJK.match(t) and len(t) == 2]
-    singles_cjk = {t for t in found if _CJK.match(t) and len(t) == 1}
+    cjk = _patterns()[1]
+    bigrams = [t for t in found if cjk.match(t) and len(t) == 2]
+    singles_cjk = {t for t in found if cjk.match(t) and len(t) == 1}
     chosen = [t for t in found if not (bigrams and t in singles_cjk)]
     return list(dict.fromkeys(chosen))
 

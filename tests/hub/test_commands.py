@@ -140,7 +140,8 @@ async def test_workflows_from_the_command_line(nats_url: str, tmp_path: Path,
         out, _ = await listed.communicate()
         assert f"{run_id}: {workflow_id} v1 success" in out.decode()
         shown = await cli("hub", "show", run_id, env=env)
-        out, _ = await shown.communicate()
+        out, err = await shown.communicate()
+        assert shown.returncode == 0, (out + err).decode()[-3000:]
         run = json.loads(out)
         assert run["status"] == "success" and run["steps"][0]["status"] == "success"
         assert run["document"]["echo"]["result"]["echo"] == {"said": "hi"}
