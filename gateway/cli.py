@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import contextlib
 import gc
 import json
 import logging
+import os
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 
@@ -305,5 +309,21 @@ async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
     return code
 
 
+def script() -> NoReturn:
+    """The console script: ``main``, then the end of the process without tearing the
+    interpreter down. Freeing the objects of ~800-1500 modules took 100-230 ms here, a
+    fifth of a ``run --task``; the exit handlers still run (logging's flush, OpenTelemetry's
+    export) and the output is flushed. While another non-daemon thread is alive the process
+    ends the ordinary way, which waits for it."""
+    code = main()
+    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to flush to
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,35 @@ def test_the_suggested_commands_are_typed_the_way_the_user_started_it(tmp_path: 
     assert out.returncode == 2, out.stderr
     assert f"`{Path(sys.executable).name} dev.py demo`" in out.stderr, out.stderr
     assert "hermes-gateway demo" not in out.stderr
+
+
+def _script(code: str) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "HERMES_"))}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_the_console_script_ends_without_teardown_but_runs_exit_handlers() -> None:
+    """``script()`` skips the interpreter's teardown (os._exit) after the exit handlers ran
+    and the output was flushed: the whole JSON of ``tools --json`` arrives, the handler's
+    line comes after it, and the exit code is main's."""
+    out = _script("import atexit, sys\nfrom gateway import cli\n"
+                  "atexit.register(lambda: print('exit handler ran'))\n"
+                  "sys.argv = ['hermes-gateway', 'tools', '--json']\ncli.script()")
+    assert out.returncode == 0, out.stderr
+    body, _, tail = out.stdout.rpartition("exit handler ran")
+    assert tail.strip() == "" and json.loads(body)
+    refused = _script("import sys\nfrom gateway import cli\n"
+                      "sys.argv = ['hermes-gateway', 'run', '--task', 'hi']\ncli.script()")
+    assert refused.returncode == 2 and "LLM_PROVIDER" in refused.stderr
+
+
+def test_the_console_script_waits_for_a_thread_still_working() -> None:
+    out = _script("import sys, threading, time\nfrom gateway import cli\n"
+                  "def late():\n    time.sleep(0.3)\n    print('thread finished', flush=True)\n"
+                  "threading.Thread(target=late).start()\n"
+                  "sys.argv = ['hermes-gateway', 'tools', '--json']\ncli.script()")
+    assert out.returncode == 0 and out.stdout.rstrip().endswith("thread finished"), out
