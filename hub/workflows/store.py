@@ -22,7 +22,7 @@ import time
 from typing import Any, Literal
 
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, Field
 
@@ -238,17 +238,24 @@ class WorkflowStore:
 
     async def versions(self) -> dict[str, list[int]]:
         """Every workflow id and its versions, oldest first."""
-        kv = await self.definitions()
-        try:
-            keys = await kv.keys()
-        except NoKeysError:
-            return {}
+        await self.definitions()
         found: dict[str, list[int]] = {}
-        for key in keys:
+        for key in await self._keys(DEFINITIONS):
             workflow_id, _, version = key.rpartition(".")
             if version.isdigit():
                 found.setdefault(workflow_id, []).append(int(version))
         return {k: sorted(v) for k, v in sorted(found.items())}
+
+    async def _keys(self, bucket: str) -> list[str]:
+        """The keys a bucket holds, from its stream's subjects (one request). nats-py's
+        ``KeyValue.keys()`` watches the bucket and stops at its "no more" marker, which it
+        can queue before entries already delivered but not yet handed over: on a busy
+        machine it answered "no keys" for a bucket holding some (a listing said "none yet"
+        right after a workflow had run). Neither bucket has deletes (definitions are kept,
+        runs expire), so its subjects are its keys."""
+        prefix = f"$KV.{bucket}."
+        info = await self.bus.js.stream_info(f"KV_{bucket}", subjects_filter=f"{prefix}>")
+        return [subject.removeprefix(prefix) for subject in (info.state.subjects or {})]
 
     async def follow(self) -> None:
         """Keep every workflow's newest version in memory from now on (a watch of the
@@ -355,11 +362,8 @@ class WorkflowStore:
 
     async def list_runs(self, *, workflow_id: str | None = None, limit: int = 50) -> list[Run]:
         """The runs kept, newest first."""
-        kv = await self.runs()
-        try:
-            keys = await kv.keys()
-        except NoKeysError:
-            return []
+        await self.runs()
+        keys = await self._keys(RUNS)
         runs = [r for r in [await self.run(key) for key in keys] if r is not None
                 and (workflow_id is None or r.workflow_id == workflow_id)]
         return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
