@@ -19,7 +19,7 @@ import logging
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -96,7 +96,7 @@ class LocalServer(abc.ABC, Generic[I]):
         state = {"pid": self._process.pid, **state}
         info = self.info_from(state)
         deadline = time.monotonic() + self.start_timeout
-        pause = 0.002  # a server is up in ~10-30 ms: look often at first, then every 50 ms
+        pauses = _pauses(cap=0.05)  # a server is up in ~10-30 ms: look often at first
         while time.monotonic() < deadline:
             code = self._process.poll()
             if code is not None:
@@ -105,8 +105,7 @@ class LocalServer(abc.ABC, Generic[I]):
                                    f"{self.dir}")
             if await self.answers(info):
                 break
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            await asyncio.sleep(next(pauses))
         else:
             await self.stop()
             raise self.failure(f"{self.title} did not start within "
@@ -126,10 +125,9 @@ class LocalServer(abc.ABC, Generic[I]):
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + grace
-            pause = 0.002
-            while process.poll() is None and time.monotonic() < deadline:
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.02)
+            pauses = _pauses(cap=0.02)
+            while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(next(pauses))
             if process.poll() is None:
                 process.kill()
                 await asyncio.to_thread(process.wait)
@@ -148,6 +146,14 @@ class LocalServer(abc.ABC, Generic[I]):
             return self.info_from(json.loads((self.dir / _STATE_FILE).read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+def _pauses(*, cap: float, first: float = 0.002) -> Iterator[float]:
+    """Waits between two looks at a process: from ``first``, doubling up to ``cap``."""
+    pause = first
+    while True:
+        yield pause
+        pause = min(pause * 2, cap)
 
 
 Talk = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]

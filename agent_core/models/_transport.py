@@ -41,8 +41,7 @@ class Failure(Exception):
 
 def classify(exc: BaseException) -> Kind | None:
     """The Failure kind of one of aiohttp's exceptions (None: not a transport failure)."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.SocketTimeoutError |
-                  aiohttp.ServerTimeoutError | TimeoutError):
+    if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts derive from it
         return "timeout"
     if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError |
                   aiohttp.ClientConnectorError):  # refused, DNS, TLS handshake
