@@ -2,10 +2,12 @@
 
 Per conversation: a FIFO list of work items and a lock with a lease. Ingest appends to the
 list (atomically with its dedupe marker, so a message is never both "seen" and lost) and
-wakes a worker. A worker that takes a conversation's lock handles its items in order, one
-at a time, renewing the lease while it works; it removes an item only when done, and
-releases the lock only when the list is empty, in the same atomic step. If a worker dies,
-its lease expires and the item still at the head is delivered again, to any replica.
+wakes a worker, or, when this process has a free worker (its ``taker``) and nobody holds
+the conversation, takes the lock for that worker in the same step. A worker that takes a
+conversation's lock handles its items in order, one at a time, renewing the lease while it
+works; it removes an item only when done, and releases the lock only when the list is
+empty, in the same atomic step. If a worker dies, its lease expires and the item still at
+the head is delivered again, to any replica.
 
 Keys: ``Keys.queue`` (agent_core/store/keys.py) and the dedupe markers.
 """
@@ -17,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
@@ -48,28 +50,6 @@ class WorkItem(BaseModel):
     traceparent: str | None = None
 
 
-# KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks
-# ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id
-_INGEST = layout.LUA + """
-if KEYS[1] ~= '' then
-  if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) == false then
-    return 'duplicate'
-  end
-end
-if ARGV[5] == 'steer' and redis.call('EXISTS', KEYS[6]) == 1
-    and redis.call('LLEN', KEYS[2]) > 0 then
-  redis.call('RPUSH', KEYS[5], ARGV[1])
-  return 'steered'
-end
-redis.call('RPUSH', KEYS[2], ARGV[1])
-redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2])
-redis.call('RPUSH', KEYS[4], ARGV[2])
-if ARGV[6] ~= '' then
-  hermes_save_task(KEYS[7], KEYS[8], ARGV[7], ARGV[6], 0, true)
-end
-return 'queued'
-"""
-
 # The head item, counted as started, with what a worker needs to start it: the item's task
 # state, the state of a task of the conversation that waits for a reply, and the
 # conversation's window and meta hash, which the task's first model call reads (one round
@@ -88,6 +68,43 @@ local function read_head(queue, attempts, control, meta, window, task_prefix)
   return {raw, started, hermes_read_task(task_prefix, item['task_id']),
           hermes_waiting_task(meta, task_prefix), conversation[1], conversation[2]}
 end
+"""
+
+# Queue an item (or, in steer mode, hand it to the running task), unless its dedupe key was
+# seen; in interrupt mode, flag the running task. Then, given a lease token (this process has
+# a free worker), take the conversation's lock if it is free and read the head with it, as
+# a claim does; otherwise wake a worker of any replica.
+# KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
+#       window
+# ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id, token, lease_ms, task prefix
+# Returns {status} or {'queued', head...} when the lock was taken.
+_INGEST = _READ_HEAD + """
+if KEYS[1] ~= '' then
+  if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) == false then
+    return {'duplicate'}
+  end
+end
+local busy = redis.call('EXISTS', KEYS[6]) == 1
+if ARGV[5] == 'steer' and busy and redis.call('LLEN', KEYS[2]) > 0 then
+  redis.call('RPUSH', KEYS[5], ARGV[1])
+  return {'steered'}
+end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2])
+if ARGV[6] ~= '' then
+  hermes_save_task(KEYS[7], KEYS[8], ARGV[7], ARGV[6], 0, true)
+end
+if busy then
+  if ARGV[5] == 'interrupt' then
+    redis.call('HSET', KEYS[10], 'interrupt', '*')
+    redis.call('EXPIRE', KEYS[10], 3600)
+  end
+elseif ARGV[8] ~= '' and redis.call('SET', KEYS[6], ARGV[8], 'NX', 'PX', ARGV[9]) then
+  return {'queued', unpack(read_head(KEYS[2], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
+                                     ARGV[10]))}
+end
+redis.call('RPUSH', KEYS[4], ARGV[2])
+return {'queued'}
 """
 
 # Take the conversation's lock if it is free, and read the head with it.
@@ -171,6 +188,20 @@ class Claim:
     head: Head | None
 
 
+class Taker(Protocol):
+    """Workers that can start a conversation at once, as its message is queued."""
+
+    async def reserve(self, cid: str) -> bool:
+        """Hold a free worker for ``cid``; False if none is free (or it is already served
+        here)."""
+
+    def unreserve(self) -> None:
+        """Give back a worker held by ``reserve`` (the conversation was not taken)."""
+
+    def adopt(self, cid: str, claim: Claim) -> None:
+        """Serve a conversation taken for the worker held by ``reserve``."""
+
+
 #: Makes a Snapshot of a conversation from its window's items and its meta hash's flat
 #: field/value list (``RedisConversationStore.parse_snapshot``).
 SnapshotReader = Callable[[list[bytes], list[bytes]], Snapshot]
@@ -208,20 +239,58 @@ class WorkQueue:
         self._claim = redis.register_script(_CLAIM)
         self._release = redis.register_script(_RELEASE)
         self.leases = Leases(redis)
+        #: This process's workers, given the conversations whose messages it ingests when
+        #: one of them is free (``WorkerPool.start``); None: every item is woken.
+        self.taker: Taker | None = None
+        self._ingesting = 0
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
                      placeholder: TaskState | None = None) -> IngestResult:
         """Queue an item unless its dedupe key was seen, with a "queued" task state so the
         task API can answer at once; in steer mode, hand it to the running task instead
-        when the conversation is busy. One atomic step."""
+        when the conversation is busy; in interrupt mode, flag the running task. One atomic
+        step, which also starts the conversation on this process's ``taker`` when it has a
+        free worker and nobody holds the conversation (no wake, no claim round trip)."""
         cid = item.inbound.conversation_id
         keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
                 self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),
-                self.store_keys.task(item.task_id), self.store_keys.conv_tasks(cid)]
-        result = await self._ingest(keys=keys, args=[
-            item.model_dump_json(), cid, repr(time.time()), self.dedupe_ttl, mode,
-            placeholder.model_dump_json() if placeholder else "", item.task_id])
-        return as_text(result)  # type: ignore[return-value]
+                self.store_keys.task(item.task_id), self.store_keys.conv_tasks(cid),
+                self.keys.attempts(), self.keys.control(cid), self.store_keys.meta(cid),
+                self.store_keys.window(cid)]
+        args: list[Any] = [item.model_dump_json(), cid, repr(time.time()), self.dedupe_ttl, mode,
+                placeholder.model_dump_json() if placeholder else "", item.task_id]
+        taker = self.taker
+        # Only while no other ingest is in flight: in a burst the acknowledgements come
+        # first, and the workers take the rest through their wakes.
+        taking = not self._ingesting and taker is not None and await taker.reserve(cid)
+        self._ingesting += 1
+        try:
+            if taker is None or not taking:
+                reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
+                return as_text(reply[0])  # type: ignore[return-value]
+            token = uuid.uuid4().hex
+            # Shielded: once the script may have taken the lock, the claim reaches the
+            # taker even if this request is cancelled.
+            return await asyncio.shield(self._ingest_taking(
+                taker, cid, token, keys,
+                [*args, token, self.lease_ms, self.store_keys.task("")]))
+        finally:
+            self._ingesting -= 1
+
+    async def _ingest_taking(self, taker: Taker, cid: str, token: str, keys: list[str],
+                             args: list[Any]) -> IngestResult:
+        try:
+            reply = await self._ingest(keys=keys, args=args)
+            claim = Claim(token, _head(reply[1:], self.conversations)) \
+                if len(reply) > 1 else None
+        except BaseException:
+            taker.unreserve()
+            raise
+        if claim is None:
+            taker.unreserve()
+        else:
+            taker.adopt(cid, claim)
+        return as_text(reply[0])  # type: ignore[return-value]
 
     async def first_time(self, dedupe_key: str) -> bool:
         """Mark a key as seen: True the first time, False if it already was (for events

@@ -95,9 +95,6 @@ class Router:
                                          placeholder=placeholder)
         if status == "duplicate":
             return Routed("duplicate")
-        if status == "queued" and mode == "interrupt" and \
-                await self.queue.is_busy(msg.conversation_id):
-            await self.queue.signal(msg.conversation_id, "interrupt")
         return Routed(status, task_id)
 
     async def enqueue_approval(self, msg: InboundMessage, task_id: str,

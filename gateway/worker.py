@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import time
@@ -22,7 +23,7 @@ from agent_core.log import trace_context
 
 from .execution import Execution
 from .outage import StoreOutage
-from .queue import Head, WorkQueue
+from .queue import Claim, Head, WorkQueue
 from .replies import Replies
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class WorkerPool:
         # Conversations woken while this process was finishing them: looked at again at once.
         self._rewake: set[str] = set()
         self._dispatcher: asyncio.Task[None] | None = None
+        #: Where conversations are served, wherever they were taken.
+        self._context = contextvars.copy_context()
         self._stopping = False
         self.processed = 0
 
@@ -56,13 +59,16 @@ class WorkerPool:
         return len(self._active)
 
     async def start(self) -> None:
-        """Start dispatching."""
+        """Start dispatching, and serving the conversations whose messages this process
+        queues while it has a free worker."""
         self._dispatcher = asyncio.create_task(self._dispatch(), name="hermes-dispatcher")
+        self.queue.taker = self
 
     async def pause(self) -> None:
         """Claim nothing more. A conversation being served finishes its current item, then
         is handed back with the rest of its queue (another process takes it at once)."""
         self._stopping = True
+        self.queue.taker = None
         if self._dispatcher is not None:
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -118,8 +124,24 @@ class WorkerPool:
             for _ in range(taken - len(claimed)):
                 self._slots.release()
             for cid, claim in claimed.items():
-                self._active[cid] = asyncio.create_task(
-                    self._serve(cid, claim.token, claim.head), name=f"hermes-conv-{cid}")
+                self.adopt(cid, claim)
+
+    # --- conversations taken as their message is queued (``queue.Taker``) -----------------
+    async def reserve(self, cid: str) -> bool:
+        if self._stopping or cid in self._active or self._slots.locked():
+            return False
+        await self._slots.acquire()  # free: taken without waiting
+        return True
+
+    def unreserve(self) -> None:
+        self._slots.release()
+
+    def adopt(self, cid: str, claim: Claim) -> None:
+        # Even when stopping meanwhile: _serve then hands the conversation back at once.
+        # In the pool's context, not the ingesting request's (its span, its log fields).
+        self._active[cid] = asyncio.create_task(
+            self._serve(cid, claim.token, claim.head), name=f"hermes-conv-{cid}",
+            context=self._context.copy())
 
     async def _serve(self, cid: str, token: str, head: Head | None) -> None:
         try:

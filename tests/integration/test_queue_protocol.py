@@ -1,13 +1,16 @@
 """The work queue's protocol under any interleaving of what workers and the world do.
 
 A hypothesis state machine drives a real WorkQueue (its Lua scripts on the test server)
-with two workers and two conversations: messages arrive (some delivered twice), workers
-claim, finish, renew and hand back conversations, leases expire under them, and in steer
-mode running tasks take the messages steered to them. After every step the server's
-state must match a plain model of the intended protocol: one holder per conversation,
-items started in arrival order and each finished exactly once, nothing lost when a lease
-expires, a holder that lost its lease changing nothing, `pending` listing exactly the
-conversations with queued work, and start counts as the model counts them.
+with two workers and two conversations: messages arrive (some delivered twice, some at a
+worker's process while it has a free worker, which then takes the conversation if nobody
+holds it), workers claim, finish, renew and hand back conversations, leases expire under
+them, and in steer mode running tasks take the messages steered to them. After every step
+the server's state must match a plain model of the intended protocol: one holder per
+conversation, items started in arrival order and each finished exactly once, nothing lost
+when a lease expires, a holder that lost its lease changing nothing, `pending` listing
+exactly the conversations with queued work, a wake for exactly the work nobody took, in
+interrupt mode a flag for the running task when a message arrives behind it, and start
+counts as the model counts them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from hypothesis.stateful import (
 
 from adapters.base import InboundMessage
 from agent_core.store import as_text, connect
-from gateway.queue import Head, WorkItem, WorkQueue
+from gateway.queue import Claim, Head, WorkItem, WorkQueue
 
 CONVERSATIONS = ("webhook:q:a", "webhook:q:b")
 WORKERS = (0, 1)
@@ -54,6 +57,28 @@ class Model:
     arrived: dict[str, list[str]] = field(default_factory=lambda: {c: [] for c in CONVERSATIONS})
     steered_away: set[str] = field(default_factory=set)
     dedupe: set[str] = field(default_factory=set)
+    #: The wake list, oldest first.
+    woken: list[str] = field(default_factory=list)
+    interrupted: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Taker:
+    """A worker's process with a free worker, as ``WorkerPool`` is to the queue."""
+
+    reserved: int = 0
+    adopted: list[tuple[str, Claim]] = field(default_factory=list)
+
+    async def reserve(self, cid: str) -> bool:
+        self.reserved += 1
+        return True
+
+    def unreserve(self) -> None:
+        self.reserved -= 1
+
+    def adopt(self, cid: str, claim: Claim) -> None:
+        self.reserved -= 1
+        self.adopted.append((cid, claim))
 
 
 class QueueProtocol(RuleBasedStateMachine):
@@ -85,26 +110,42 @@ class QueueProtocol(RuleBasedStateMachine):
         self.loop.close()
 
     # --- the world -----------------------------------------------------------------------
-    @rule(cid=st.sampled_from(CONVERSATIONS), again=st.booleans())
-    def a_message_arrives(self, cid: str, again: bool) -> None:
+    @rule(cid=st.sampled_from(CONVERSATIONS), again=st.booleans(),
+          at=st.sampled_from((None, *WORKERS)))
+    def a_message_arrives(self, cid: str, again: bool, at: int | None) -> None:
         m = self.model
         key = f"d{len(m.dedupe) - 1 if again and m.dedupe else len(m.dedupe)}"
         inbound = InboundMessage(channel="webhook", conversation_id=cid, user_id="q:u",
                                  text="x", platform_message_id=key, reply_target={})
         item = WorkItem(inbound=inbound, task_id=uuid.uuid4().hex)
+        taker = Taker()
+        self.queue.taker = taker if at is not None else None
         result = self.run(self.queue.ingest(item, dedupe_key=key, mode=self.mode))
+        assert taker.reserved == 0, "a worker was held and neither used nor given back"
         if key in m.dedupe:
-            assert result == "duplicate"
+            assert result == "duplicate" and not taker.adopted
             return
         m.dedupe.add(key)
         if self.mode == "steer" and m.holder[cid] is not None and m.queue[cid]:
             # A task is running (its item is queued until it finishes): steer into it.
-            assert result == "steered"
+            assert result == "steered" and not taker.adopted
             m.steer[cid].append(item.id)
+            return
+        assert result == "queued"
+        m.queue[cid].append(item.id)
+        m.arrived[cid].append(item.id)
+        if m.holder[cid] is not None:
+            assert not taker.adopted
+            m.woken.append(cid)
+            if self.mode == "interrupt":
+                m.interrupted.add(cid)
+        elif at is None:
+            m.woken.append(cid)
         else:
-            assert result == "queued"
-            m.queue[cid].append(item.id)
-            m.arrived[cid].append(item.id)
+            [(adopted, claim)] = taker.adopted
+            assert adopted == cid
+            m.holder[cid] = claim.token
+            self.held[at][cid] = Held(claim.token, self._check_head(cid, claim.head))
 
     @rule(cid=st.sampled_from(CONVERSATIONS))
     def a_lease_expires(self, cid: str) -> None:
@@ -159,6 +200,7 @@ class QueueProtocol(RuleBasedStateMachine):
         if m.holder[cid] != held.token:
             return  # its lease had expired: nothing of its is undone
         m.holder[cid] = None
+        m.woken.insert(0, cid)
         if unstarted_id is not None:
             m.started[unstarted_id] -= 1
 
@@ -191,6 +233,7 @@ class QueueProtocol(RuleBasedStateMachine):
             assert head is None
             return None
         assert head is not None and head.item.id == queued[0], "not the oldest item"
+        self.model.interrupted.discard(cid)  # a new task starts: old flags are cleared
         self.model.started[head.item.id] = self.model.started.get(head.item.id, 0) + 1
         assert head.attempts == self.model.started[head.item.id]
         return head.item.id
@@ -205,19 +248,23 @@ class QueueProtocol(RuleBasedStateMachine):
                 pipe.lrange(keys.queue(cid), 0, -1)
                 pipe.lrange(keys.steer(cid), 0, -1)
                 pipe.get(keys.lock(cid))
+                pipe.hget(keys.control(cid), "interrupt")
+            pipe.lrange(keys.wake(), 0, -1)
             pipe.zrange(keys.pending(), 0, -1)
             pipe.hgetall(keys.attempts())
             return await pipe.execute()
 
         found = self.run(read())
         for n, cid in enumerate(CONVERSATIONS):
-            queue, steer, lock = found[3 * n:3 * n + 3]
+            queue, steer, lock, interrupt = found[4 * n:4 * n + 4]
             assert [WorkItem.model_validate_json(r).id for r in queue] == m.queue[cid]
             assert [WorkItem.model_validate_json(r).id for r in steer] == m.steer[cid]
             assert (as_text(lock) if lock else None) == m.holder[cid]
             finished = m.finished[cid]
             assert len(set(finished)) == len(finished), "an item finished twice"
             assert finished == m.arrived[cid][:len(finished)], "finished out of order"
+            assert (interrupt is not None) == (cid in m.interrupted)
+        assert [as_text(c) for c in found[-3]] == m.woken
         pending = {as_text(c) for c in found[-2]}
         assert pending == {c for c in CONVERSATIONS if m.queue[c]}
         started = {as_text(k): int(v) for k, v in found[-1].items() if int(v)}
@@ -237,3 +284,7 @@ def test_the_queue_protocol_in_queue_mode(redis_url: str) -> None:
 
 def test_the_queue_protocol_in_steer_mode(redis_url: str) -> None:
     _check(redis_url, "steer")
+
+
+def test_the_queue_protocol_in_interrupt_mode(redis_url: str) -> None:
+    _check(redis_url, "interrupt")

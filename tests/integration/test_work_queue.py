@@ -1,14 +1,18 @@
 """The work queue's protocol on a real server: what a worker reads with the head item, what
-completing an item hands back, and what an empty complete must never remove."""
+completing an item hands back, what an empty complete must never remove, and what becomes
+of a worker held for a conversation taken as its message is queued."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from adapters.base import InboundMessage
+from agent_core import StoreUnavailableError
 from agent_core.messages import Message
 from agent_core.store import RedisConversationStore, connect
 from agent_core.store.keys import Keys
@@ -156,4 +160,72 @@ async def test_the_head_comes_with_the_conversation_its_task_will_read(
         keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
         if keys:
             await redis.unlink(*keys)
+        await redis.aclose()
+
+
+class Taker:
+    """A process with one free worker (the queue's side of ``WorkerPool``)."""
+
+    def __init__(self) -> None:
+        self.reserved = 0
+        self.adopted: asyncio.Queue[tuple[str, Claim]] = asyncio.Queue()
+
+    async def reserve(self, cid: str) -> bool:
+        self.reserved += 1
+        return True
+
+    def unreserve(self) -> None:
+        self.reserved -= 1
+
+    def adopt(self, cid: str, claim: Claim) -> None:
+        self.reserved -= 1
+        self.adopted.put_nowait((cid, claim))
+
+
+async def test_a_conversation_taken_at_ingest_reaches_its_worker_if_the_request_is_cancelled(
+        queue: WorkQueue) -> None:
+    # The script takes the lock; if the request were cancelled before the claim reached
+    # the worker, nobody would serve the conversation until the lease expired.
+    queue.taker = taker = Taker()
+    item = message("hello")
+    ingesting = asyncio.create_task(queue.ingest(item, dedupe_key=None))
+    await asyncio.sleep(0)  # up to the script's round trip
+    ingesting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await ingesting
+    cid, claim = await asyncio.wait_for(taker.adopted.get(), 10)
+    assert cid == CID and claim.head is not None and claim.head.item.id == item.id
+    assert await queue.redis.get(queue.keys.lock(CID)) == claim.token.encode()
+    assert await queue.redis.llen(queue.keys.wake()) == 0, "taken, so nobody is woken"
+    assert taker.reserved == 0
+
+
+async def test_in_a_burst_only_the_first_message_is_taken_at_ingest(queue: WorkQueue) -> None:
+    # The acknowledgements of a burst come first; the workers take the rest by their wakes.
+    queue.taker = taker = Taker()
+    items = [message("one"), message("two")]
+    items[1].inbound.conversation_id = "webhook:test:c2"
+    assert await asyncio.gather(*(queue.ingest(i, dedupe_key=None) for i in items)) == \
+        ["queued", "queued"]
+    cid, claim = taker.adopted.get_nowait()
+    assert cid == CID and claim.head is not None and claim.head.item.id == items[0].id
+    assert taker.adopted.empty() and taker.reserved == 0
+    assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [b"webhook:test:c2"]
+    await queue.ingest(message("three"), dedupe_key=None)  # now alone, but CID is held
+    assert taker.adopted.empty() and taker.reserved == 0
+    assert await queue.redis.llen(queue.keys.wake()) == 2
+
+
+async def test_a_store_error_at_ingest_gives_the_held_worker_back() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    redis = connect(f"redis://127.0.0.1:{port}")
+    queue = WorkQueue(redis, "t-unreachable")
+    queue.taker = taker = Taker()
+    try:
+        with pytest.raises(StoreUnavailableError):
+            await queue.ingest(message("hello"), dedupe_key=None)
+        assert taker.reserved == 0 and taker.adopted.empty()
+    finally:
         await redis.aclose()
