@@ -95,6 +95,8 @@ class Routed:
     reason: str = ""
     #: The reply already sent (commands, refusals).
     reply: str = ""
+    #: Its task was started by a worker of the process that queued it.
+    started_here: bool = False
 
 
 class Ingest(Protocol):

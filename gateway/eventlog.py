@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 from redis.asyncio import Redis
@@ -55,6 +55,7 @@ class EventLog:
         self._writer: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._flush = asyncio.Event()
+        self._watchers: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
     def start(self) -> None:
@@ -80,6 +81,36 @@ class EventLog:
             self._queue.put_nowait(event)
             if event.type == _LAST:
                 self._flush.set()
+                watcher = self._watchers.get(event.task_id)
+                if watcher is not None:
+                    watcher.put_nowait(event.to_dict())
+
+    @contextlib.contextmanager
+    def watch(self, task_id: str) -> Iterator[AsyncGenerator[dict[str, Any], None]]:
+        """The task's AGENT_FINISHED events as this process emits them, from now until the
+        block ends or ``close_followers``: what a caller whose task runs here waits on
+        instead of reading the stream back (each is given at once, ahead of its write: the
+        task's state is saved before it is emitted)."""
+        found: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._watchers[task_id] = found
+        try:
+            yield self._until_closing(found)
+        finally:
+            self._watchers.pop(task_id, None)
+
+    async def _until_closing(self, found: asyncio.Queue[dict[str, Any]]
+                             ) -> AsyncGenerator[dict[str, Any], None]:
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            while not self._closing.is_set():
+                getting = asyncio.ensure_future(found.get())
+                await asyncio.wait((getting, closing), return_when=asyncio.FIRST_COMPLETED)
+                if not getting.done():
+                    getting.cancel()
+                    return
+                yield getting.result()
+        finally:
+            closing.cancel()
 
     async def _write_loop(self) -> None:
         while True:
@@ -132,7 +163,7 @@ class EventLog:
         return [_row(r) for r in rows]
 
     async def follow(self, task_id: str, after: str = "0-0", *, poll: float = 2.0
-                     ) -> AsyncIterator[dict[str, Any]]:
+                     ) -> AsyncGenerator[dict[str, Any], None]:
         """Recorded events after ``after``, then new ones as they come (from any replica),
         until ``close_followers``."""
         last = after

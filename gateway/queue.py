@@ -31,7 +31,8 @@ from agent_core.task import TaskState
 
 from .lease import Leases
 
-IngestResult = Literal["queued", "duplicate", "steered"]
+#: "taken": queued, and started by this process's ``taker``.
+IngestResult = Literal["queued", "taken", "duplicate", "steered"]
 
 
 class WorkItem(BaseModel):
@@ -77,7 +78,7 @@ end
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
 #       window
 # ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id, token, lease_ms, task prefix
-# Returns {status} or {'queued', head...} when the lock was taken.
+# Returns {status} or {'taken', head...} when the lock was taken.
 _INGEST = _READ_HEAD + """
 if KEYS[1] ~= '' then
   if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) == false then
@@ -100,7 +101,7 @@ if busy then
     redis.call('EXPIRE', KEYS[10], 3600)
   end
 elseif ARGV[8] ~= '' and redis.call('SET', KEYS[6], ARGV[8], 'NX', 'PX', ARGV[9]) then
-  return {'queued', unpack(read_head(KEYS[2], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
+  return {'taken', unpack(read_head(KEYS[2], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
                                      ARGV[10]))}
 end
 redis.call('RPUSH', KEYS[4], ARGV[2])

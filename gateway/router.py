@@ -43,9 +43,10 @@ class Router:
         self.commands = commands
         self.settings = settings
 
-    async def ingest(self, msg: InboundMessage) -> Routed:
-        """Route one message; returns once it is durably queued (or answered)."""
-        task_id = uuid.uuid4().hex  # also the trace's id, as in the logs and events
+    async def ingest(self, msg: InboundMessage, *, task_id: str | None = None) -> Routed:
+        """Route one message; returns once it is durably queued (or answered). ``task_id``:
+        the id its task will have (one made here by default)."""
+        task_id = task_id or uuid.uuid4().hex  # also the trace's id, in logs and events
         with tracing.span("inbound", {"hermes.channel": msg.channel,
                                       "hermes.conversation_id": msg.conversation_id},
                           trace_id=task_id, kind="server") as span:
@@ -95,6 +96,8 @@ class Router:
                                          placeholder=placeholder)
         if status == "duplicate":
             return Routed("duplicate")
+        if status == "taken":
+            return Routed("queued", task_id, started_here=True)
         return Routed(status, task_id)
 
     async def enqueue_approval(self, msg: InboundMessage, task_id: str,

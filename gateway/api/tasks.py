@@ -4,10 +4,10 @@ server-sent events (resuming after Last-Event-ID), cancel it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import mimetypes
 import re
-import time
 import uuid
 from typing import Any
 
@@ -42,12 +42,13 @@ def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
         mentions_bot=True, platform_message_id=request.headers.get("Idempotency-Key"))
 
 
-async def _submit(request: web.Request) -> tuple[InboundMessage, Routed]:
+async def _submit(request: web.Request, task_id: str | None = None
+                  ) -> tuple[InboundMessage, Routed]:
     """Route the request's message: a task, or a command answered at once."""
     gateway = request.app[GATEWAY]
     body = await parse(request, RunRequest)
     msg = _inbound(body, request)
-    routed = await gateway.parts.router.ingest(msg)
+    routed = await gateway.parts.router.ingest(msg, task_id=task_id)
     if routed.status == "duplicate":
         raise bad(409, "a request with this Idempotency-Key was already accepted")
     if routed.status != "command" and routed.task_id is None:
@@ -72,23 +73,24 @@ async def run_async(request: web.Request) -> web.Response:
 
 
 async def run_sync(request: web.Request) -> web.Response:
-    """Run a task and wait for its answer (or until HERMES_RUN_TIMEOUT: then 202)."""
-    msg, routed = await _submit(request)
-    if routed.task_id is None:
-        return _command_answer(msg, routed)
-    gateway, task_id = request.app[GATEWAY], routed.task_id
-    deadline = time.monotonic() + gateway.settings.hermes_run_timeout
-    try:
-        async with asyncio.timeout(gateway.settings.hermes_run_timeout):
-            async for event in gateway.parts.eventlog.follow(task_id):
-                if event.get("type") == "AGENT_FINISHED":
-                    outcome = (event.get("payload") or {}).get("outcome")
-                    if outcome in TERMINAL or outcome in PAUSED:
+    """Run a task and wait for its answer (or until HERMES_RUN_TIMEOUT: then 202). A task
+    started by this process is waited for here; one queued for any worker, through its
+    event stream (from whichever replica runs it)."""
+    gateway = request.app[GATEWAY]
+    eventlog, task_id = gateway.parts.eventlog, uuid.uuid4().hex
+    with eventlog.watch(task_id) as finished_here:
+        msg, routed = await _submit(request, task_id)
+        if routed.task_id is None:
+            return _command_answer(msg, routed)
+        task_id = routed.task_id
+        events = finished_here if routed.started_here else eventlog.follow(task_id)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(gateway.settings.hermes_run_timeout), \
+                    contextlib.aclosing(events):
+                async for event in events:
+                    if event.get("type") == "AGENT_FINISHED" and \
+                            (event.get("payload") or {}).get("outcome") in TERMINAL | PAUSED:
                         break
-                if time.monotonic() > deadline:
-                    break
-    except TimeoutError:
-        pass
     view = await _task_view(gateway, task_id)
     status = 200 if view["status"] in TERMINAL | PAUSED else 202
     return web.json_response(view, status=status)

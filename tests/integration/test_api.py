@@ -46,6 +46,22 @@ async def test_run_answers_with_text_and_report_and_the_task_can_be_read(
     assert again["text"] == "Growth is 20%." and again["status"] == "answered"
 
 
+async def test_a_synchronous_run_is_answered_whether_its_task_starts_at_once_or_waits(
+        make_gateway: GatewayFactory) -> None:
+    # The first run's task starts in this process as it is queued and is waited for here;
+    # the second arrives while the conversation is busy, is queued for whichever worker
+    # takes the conversation next, and is waited for through its event stream.
+    h = await make_gateway()
+    h.model.add(Reply("first", delay=0.5), Reply("second"))
+    first = asyncio.create_task(h.client.post(
+        "/agent/run", json={"text": "one", "conversation_id": "turns"}))
+    await h.wait_for(lambda: len(h.model.requests) == 1)
+    second = await h.client.post("/agent/run", json={"text": "two", "conversation_id": "turns"})
+    answers = [await (await first).json(), await second.json()]
+    assert [(a["status"], a["text"]) for a in answers] == \
+        [("answered", "first"), ("answered", "second")]
+
+
 async def test_sse_replays_then_ends_and_resumes_from_last_event_id(
         make_gateway: GatewayFactory) -> None:
     h = await make_gateway()

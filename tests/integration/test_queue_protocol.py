@@ -131,7 +131,8 @@ class QueueProtocol(RuleBasedStateMachine):
             assert result == "steered" and not taker.adopted
             m.steer[cid].append(item.id)
             return
-        assert result == "queued"
+        taken = m.holder[cid] is None and at is not None
+        assert result == ("taken" if taken else "queued")
         m.queue[cid].append(item.id)
         m.arrived[cid].append(item.id)
         if m.holder[cid] is not None:

@@ -117,3 +117,25 @@ async def test_readiness_and_waiting_requests_when_stopping(
     body = await response.json()
     assert body["status"] == "queued"
     assert h.gateway.parts.workers.processed == 0
+
+
+async def test_a_synchronous_run_waiting_for_its_task_here_answers_202_when_stopping(
+        make_gateway: GatewayFactory) -> None:
+    # Its task was started by this process as it was queued, so the request waits for the
+    # task here rather than on its event stream; a stop must still end that wait at once.
+    h = await make_gateway(hermes_run_timeout=30, hermes_shutdown_grace=0.5)
+    entered = asyncio.Event()
+
+    def model(path: str, body: dict[str, Any]) -> Reply:
+        entered.set()
+        return Reply("too late", delay=4)
+
+    h.model.responder = model
+    waiting = asyncio.create_task(h.client.post(
+        "/agent/run", json={"text": "slow", "conversation_id": "c1"}))
+    await asyncio.wait_for(entered.wait(), 10)
+    began = time.monotonic()
+    await h.gateway.begin_stop()
+    response = await asyncio.wait_for(waiting, 10)
+    assert response.status == 202 and time.monotonic() - began < 3
+    assert (await response.json())["status"] == "running"
