@@ -240,8 +240,7 @@ class WorkQueue:
         self._claim = redis.register_script(_CLAIM)
         self._release = redis.register_script(_RELEASE)
         self.leases = Leases(redis)
-        #: This process's workers, given the conversations whose messages it ingests when
-        #: one of them is free (``WorkerPool.start``); None: every item is woken.
+        #: This process's workers (``WorkerPool.start``), or None: every item is woken.
         self.taker: Taker | None = None
         self._ingesting = 0
 
