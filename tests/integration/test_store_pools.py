@@ -1,13 +1,17 @@
 """How the gateway uses its Redis connections: blocking reads on their own pool, a warm pool
-after start, and the lean connection handshake."""
+after start, the lean connection handshake; and what its event log writes and gives."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import json
 import uuid
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent_core import Event, EventType
 from agent_core.settings import Settings
@@ -133,4 +137,47 @@ async def test_a_tasks_last_event_is_written_at_once_with_what_came_before(
     finally:
         log.close_followers()
         await log.stop()
+        await client.aclose()
+
+
+async def test_any_payload_is_recorded_as_json_every_reader_takes(redis_url: str) -> None:
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    log.start()
+    try:
+        when = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
+        for payload in ({"text": "Grüße ✓", 3: "int key"}, {"big": 2**70},
+                        {"nan": float("nan"), "when": when}):
+            log(Event(EventType.TOOL_FINISHED, "trace", "c1", 0, payload, task_id="task-j"))
+        await log.stop()
+        raw = [fields[b"data"] for _, fields in
+               await client.xrange(log.keys.task_events("task-j"))]
+        assert [json.loads(r, parse_constant=_refuse)["payload"] for r in raw] == [
+            {"text": "Grüße ✓", "3": "int key"}, {"big": 2**70},
+            {"nan": None, "when": when.isoformat()}]
+    finally:
+        await client.aclose()
+
+
+def _refuse(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON")
+
+
+async def test_a_watch_gives_its_task_s_last_event_as_emitted_until_followers_close(
+        redis_url: str) -> None:
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    try:
+        with log.watch("task-w") as finished:
+            for task_id in ("task-other", "task-w"):
+                log(Event(EventType.TOOL_STARTED, "t", "c1", 0, {}, task_id=task_id))
+                log(Event(EventType.AGENT_FINISHED, "t", "c1", 0, {"outcome": "answered"},
+                          task_id=task_id))
+            first = await asyncio.wait_for(anext(finished), 5)
+            assert first["task_id"] == "task-w" and first["payload"]["outcome"] == "answered"
+            log.close_followers()
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(anext(finished), 5)
+        assert log._watchers == {}, "the watch ended with its block"
+    finally:
         await client.aclose()
