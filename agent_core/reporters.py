@@ -1,16 +1,16 @@
-"""Event reporters: a colour console stream of the decision chain, and JSON lines."""
+"""Event reporters: a colour console stream of the decision chain (rich), and JSON lines."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .events import Event, EventType
 from .report import TaskReport
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _MAX_ARGS = 160
 
@@ -19,7 +19,11 @@ class ConsoleReporter:
     """Prints each step in colour, like a live trace of the agent's reasoning."""
 
     def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
-        self.console = console or Console(stderr=False, highlight=False)
+        if console is None:
+            from rich.console import Console
+
+            console = Console(stderr=False, highlight=False)
+        self.console = console
         self.verbose = verbose
         self._streaming = False
 
@@ -108,6 +112,14 @@ def summary_line(report: TaskReport) -> str:
             f"{report.model_time:.2f}s in {report.model_calls} calls · tokens "
             f"{report.prompt_tokens} prompt + {report.completion_tokens} completion · "
             f"tools: {tools}")
+
+
+def escape(text: str) -> str:
+    """Text shown as itself, not as rich markup (rich is imported by the console reporter
+    only: a JSON-lines run does not load it)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _json(value: Any) -> str:

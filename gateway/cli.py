@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any, NoReturn
 
-from rich.console import Console
-
 from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
 from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
@@ -129,12 +127,12 @@ def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
         use_multiprocess_dir(settings.hermes_data_dir / "metrics" / str(port))
     settings = settings.model_copy(update={"hermes_host": host, "hermes_port": port})
     if not args.child:
-        console = Console(stderr=True)
-        console.print(f"[bold]hermes-gateway[/] on [cyan]http://{host}:{port}/[/] (web chat "
-                      "at /, API under /agent, OpenAPI at /openapi.json)"
-                      + (f", {processes} processes" if processes > 1 else ""))
+        # Plain text: the serving process does not load rich (~2.6 MB) for two lines.
+        print(f"hermes-gateway on http://{host}:{port}/ (web chat at /, API under /agent, "
+              "OpenAPI at /openapi.json)" + (f", {processes} processes" if processes > 1
+                                             else ""), file=sys.stderr, flush=True)
         if not settings.model_configured:
-            console.print(f"[yellow]{missing_model_message()}[/]")
+            print(missing_model_message(), file=sys.stderr, flush=True)
     app = create_app(settings)
     app.on_startup.append(_settle_heap)  # after the gateway's own start
     if args.child:
@@ -245,6 +243,8 @@ def _cmd_tools(args: argparse.Namespace, settings: GatewaySettings) -> int:
     if args.json:
         print(json.dumps(registry.specs(), indent=2, ensure_ascii=False))
         return 0
+    from rich.console import Console
+
     console = Console()
     for t in registry:
         flags: list[str] = [t.side_effect]
@@ -282,6 +282,8 @@ def _cmd_demo(args: argparse.Namespace, settings: GatewaySettings) -> int:
 
 async def _demo(settings: Settings, session: dict[str, Any], *, json_out: bool,
                 verbose: bool) -> int:
+    from rich.console import Console
+
     from agent_core.models.replay import ReplayModelServer, Reply  # an aiohttp server: demo only
 
     console = Console(stderr=json_out)

@@ -12,8 +12,6 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from agent_core import ConfigError, load_settings, tracing
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import UnconfiguredModel, build_runtime, start_mcp
@@ -109,7 +107,7 @@ async def _services(settings: GatewaySettings) -> int:
             ("the workflow executor", settings.hub_executor),
             ("the retriever and generator", settings.hub_rag or settings.hub_knowledge_bases))
             if on)
-        Console(stderr=True).print("[bold]hermes hub[/]: discovery, the deadline watch, the "
+        _console(stderr=True).print("[bold]hermes hub[/]: discovery, the deadline watch, the "
                                    f"context store and the tool service (allowlist: {tools}) "
                                    + (f"and {agents} " if agents else "")
                                    + "are running (Ctrl-C to stop)")
@@ -130,7 +128,7 @@ async def _agent(settings: GatewaySettings, agent_id: str,
     try:
         await start_mcp(runtime)
         await runner.start()
-        Console(stderr=True).print(f"[bold]agent {agent_id}[/] on the hub: "
+        _console(stderr=True).print(f"[bold]agent {agent_id}[/] on the hub: "
                                    f"{', '.join(capabilities)} (Ctrl-C to stop)")
         await _until_stopped()
     finally:
@@ -147,7 +145,7 @@ async def _status(settings: GatewaySettings) -> int:
     from hub.discovery import discover
 
     bus = await Bus.connect(settings)
-    console = Console()
+    console = _console()
     try:
         try:
             agents = await discover(bus, "*")
@@ -192,7 +190,7 @@ async def _workflows(settings: GatewaySettings, action: str, target: str | None)
 
     bus = await Bus.connect(settings)
     store = WorkflowStore(bus)
-    console = Console()
+    console = _console()
     try:
         if action == "workflows":
             for workflow in await store.latest():
@@ -234,3 +232,10 @@ async def _until_stopped() -> None:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+
+
+def _console(*, stderr: bool = False) -> Any:
+    """A rich Console (imported when a command prints with it, not for every command)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)

