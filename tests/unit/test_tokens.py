@@ -63,16 +63,21 @@ def test_the_table_is_cached_and_a_bad_cache_is_never_trusted(tmp_path: Path) ->
     text = CORPUS.read_text(encoding="utf-8")
     expected = len(reference.encode(text, disallowed_special=()))
     first = TiktokenCounter(cache_dir=tmp_path)
-    assert list(tmp_path.iterdir()) == []  # nothing is loaded before the first count
+    older = tmp_path / "cl100k_base.0123.marshal"  # what an earlier version cached
+    older.write_bytes(b"old")
+    assert list(tmp_path.iterdir()) == [older]  # nothing is loaded before the first count
     assert first.count(text) == expected
-    [cached] = tmp_path.glob("cl100k_base.*.marshal")
+    [cached] = tmp_path.glob("cl100k_base.*")  # the older cache is gone
+    assert cached.suffix == ".ranks"
+    good = cached.read_bytes()
     # A second process reads the cache, and counts the same.
     assert TiktokenCounter(cache_dir=tmp_path).count(text) == expected
-    # Garbage, or a table of another file, is ignored and replaced.
-    for bad in (b"not marshal data", __import__("marshal").dumps({"sha256": "0" * 64})):
+    # Garbage, a truncated table, another byte order: ignored and replaced.
+    other_order = good[:8] + (b"b" if good[8:9] == b"l" else b"l") + good[9:]
+    for bad in (b"not a table", good[:len(good) // 2], good[:-1], other_order):
         cached.write_bytes(bad)
         assert TiktokenCounter(cache_dir=tmp_path).count(text) == expected
-        assert cached.read_bytes() != bad
+        assert cached.read_bytes() == good
     # A cache directory that cannot be written: counted all the same.
     blocked = tmp_path / "file-not-dir"
     blocked.write_text("x")
@@ -131,9 +136,26 @@ def test_long_pieces_merge_as_tiktoken_does(piece: str, tiktoken_encoder: Any,
             tiktoken_encoder._encode_single_piece(prefix))
 
 
+def test_the_compact_table_has_every_rank_and_nothing_else(tiktoken_encoder: Any) -> None:
+    from agent_core.context.ranks import CompactRanks
+
+    ranks = tiktoken_encoder._mergeable_ranks
+    table = CompactRanks(CompactRanks.to_bytes(ranks, tiktoken_encoder._pat_str))
+    assert len(table) == len(ranks) and table.pattern == tiktoken_encoder._pat_str
+    assert all(table.get(token) == rank for token, rank in ranks.items())
+    for other in (b"", b"\xff\xfe\xfd", b" the" * 3, b"qqqqqqqqqqqqqqqqqqq"):
+        assert other not in ranks and table.get(other) is None and other not in table
+    assert "a" not in table and table.get(b"\xfe\xfe\xfe", -1) == -1
+    with pytest.raises(ValueError, match=r"0\.\.n-1"):
+        CompactRanks.to_bytes({b"a": 0, b"b": 2}, "")
+    small = CompactRanks(CompactRanks.to_bytes({b"a": 1, b"b": 0, b"ab": 2}, "x"))
+    assert [small.get(t) for t in (b"a", b"b", b"ab", b"ba")] == [1, 0, 2, None]
+
+
 def test_the_counter_holds_no_encoder_of_tiktokens(shared_counter: TiktokenCounter) -> None:
     """What made the counter cost ~38 MB: tiktoken's Rust encoder, built from the table.
     The count needs only the table."""
     shared_counter.count("hello")
     assert not any(type(v).__module__.startswith("tiktoken")
                    for v in vars(shared_counter._bpe).values())
+    assert type(shared_counter._bpe._ranks).__name__ == "CompactRanks"
