@@ -2,8 +2,9 @@
 
 Per conversation: a FIFO list of work items and a lock with a lease. Ingest appends to the
 list (atomically with its dedupe marker, so a message is never both "seen" and lost) and
-wakes a worker, or, when this process has a free worker (its ``taker``) and nobody holds
-the conversation, takes the lock for that worker in the same step. A worker that takes a
+wakes a worker, or, for a caller waiting for the answer when this process has a free
+worker (its ``taker``) and nobody holds the conversation, takes the lock for that worker in
+the same step. A worker that takes a
 conversation's lock handles its items in order, one at a time, renewing the lease while it
 works; it removes an item only when done, and releases the lock only when the list is
 empty, in the same atomic step. If a worker dies, its lease expires and the item still at
@@ -242,15 +243,17 @@ class WorkQueue:
         self.leases = Leases(redis)
         #: This process's workers (``WorkerPool.start``), or None: every item is woken.
         self.taker: Taker | None = None
-        self._ingesting = 0
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
-                     placeholder: TaskState | None = None) -> IngestResult:
+                     placeholder: TaskState | None = None, start_here: bool = False
+                     ) -> IngestResult:
         """Queue an item unless its dedupe key was seen, with a "queued" task state so the
         task API can answer at once; in steer mode, hand it to the running task instead
         when the conversation is busy; in interrupt mode, flag the running task. One atomic
-        step, which also starts the conversation on this process's ``taker`` when it has a
-        free worker and nobody holds the conversation (no wake, no claim round trip)."""
+        step. ``start_here`` (a caller waiting for the answer in this process): the same
+        step also starts the conversation on this process's ``taker`` when it has a free
+        worker and nobody holds the conversation (no wake, no claim round trip). Others
+        are woken: the workers take a burst in batches, after its acknowledgements."""
         cid = item.inbound.conversation_id
         keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
                 self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),
@@ -258,24 +261,16 @@ class WorkQueue:
                 self.keys.attempts(), self.keys.control(cid), self.store_keys.meta(cid),
                 self.store_keys.window(cid)]
         args: list[Any] = [item.model_dump_json(), cid, repr(time.time()), self.dedupe_ttl, mode,
-                placeholder.model_dump_json() if placeholder else "", item.task_id]
+                           placeholder.model_dump_json() if placeholder else "", item.task_id]
         taker = self.taker
-        # Only while no other ingest is in flight: in a burst the acknowledgements come
-        # first, and the workers take the rest through their wakes.
-        taking = not self._ingesting and taker is not None and await taker.reserve(cid)
-        self._ingesting += 1
-        try:
-            if taker is None or not taking:
-                reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
-                return as_text(reply[0])  # type: ignore[return-value]
-            token = uuid.uuid4().hex
-            # Shielded: once the script may have taken the lock, the claim reaches the
-            # taker even if this request is cancelled.
-            return await asyncio.shield(self._ingest_taking(
-                taker, cid, token, keys,
-                [*args, token, self.lease_ms, self.store_keys.task("")]))
-        finally:
-            self._ingesting -= 1
+        if not start_here or taker is None or not await taker.reserve(cid):
+            reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
+            return as_text(reply[0])  # type: ignore[return-value]
+        token = uuid.uuid4().hex
+        # Shielded: once the script may have taken the lock, the claim reaches the taker
+        # even if this request is cancelled.
+        return await asyncio.shield(self._ingest_taking(
+            taker, cid, token, keys, [*args, token, self.lease_ms, self.store_keys.task("")]))
 
     async def _ingest_taking(self, taker: Taker, cid: str, token: str, keys: list[str],
                              args: list[Any]) -> IngestResult:

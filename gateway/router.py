@@ -43,14 +43,17 @@ class Router:
         self.commands = commands
         self.settings = settings
 
-    async def ingest(self, msg: InboundMessage, *, task_id: str | None = None) -> Routed:
+    async def ingest(self, msg: InboundMessage, *, task_id: str | None = None,
+                     start_here: bool = False) -> Routed:
         """Route one message; returns once it is durably queued (or answered). ``task_id``:
-        the id its task will have (one made here by default)."""
+        the id its task will have (one made here by default); ``start_here``: the caller
+        waits for the answer in this process, so a free worker here starts it at once
+        (``WorkQueue.ingest``)."""
         task_id = task_id or uuid.uuid4().hex  # also the trace's id, in logs and events
         with tracing.span("inbound", {"hermes.channel": msg.channel,
                                       "hermes.conversation_id": msg.conversation_id},
                           trace_id=task_id, kind="server") as span:
-            routed = await self._route(msg, dedupe_key(msg), task_id)
+            routed = await self._route(msg, dedupe_key(msg), task_id, start_here)
             span.set_attribute("hermes.routed", routed.status)
             if routed.task_id:
                 span.set_attribute("hermes.task_id", routed.task_id)
@@ -62,8 +65,8 @@ class Router:
                  f" ({routed.reason})" if routed.reason else "")
         return routed
 
-    async def _route(self, msg: InboundMessage, dedupe_key: str | None, task_id: str
-                     ) -> Routed:
+    async def _route(self, msg: InboundMessage, dedupe_key: str | None, task_id: str,
+                     start_here: bool) -> Routed:
         check_conversation_id(msg.conversation_id)
         decision = self.policy.check(msg)
         if decision.verdict == "ignore":
@@ -93,7 +96,7 @@ class Router:
             status="queued", extra={"channel": msg.channel})
         mode = self.settings.hermes_busy_mode
         status = await self.queue.ingest(item, dedupe_key=dedupe_key, mode=mode,
-                                         placeholder=placeholder)
+                                         placeholder=placeholder, start_here=start_here)
         if status == "duplicate":
             return Routed("duplicate")
         if status == "taken":

@@ -44,11 +44,13 @@ def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
 
 async def _submit(request: web.Request, task_id: str | None = None
                   ) -> tuple[InboundMessage, Routed]:
-    """Route the request's message: a task, or a command answered at once."""
+    """Route the request's message: a task, or a command answered at once. Given the
+    ``task_id`` (a synchronous run, which waits for it), the task starts here if it can."""
     gateway = request.app[GATEWAY]
     body = await parse(request, RunRequest)
     msg = _inbound(body, request)
-    routed = await gateway.parts.router.ingest(msg, task_id=task_id)
+    routed = await gateway.parts.router.ingest(msg, task_id=task_id,
+                                               start_here=task_id is not None)
     if routed.status == "duplicate":
         raise bad(409, "a request with this Idempotency-Key was already accepted")
     if routed.status != "command" and routed.task_id is None:

@@ -1,16 +1,16 @@
 """The work queue's protocol under any interleaving of what workers and the world do.
 
 A hypothesis state machine drives a real WorkQueue (its Lua scripts on the test server)
-with two workers and two conversations: messages arrive (some delivered twice, some at a
-worker's process while it has a free worker, which then takes the conversation if nobody
-holds it), workers claim, finish, renew and hand back conversations, leases expire under
-them, and in steer mode running tasks take the messages steered to them. After every step
-the server's state must match a plain model of the intended protocol: one holder per
-conversation, items started in arrival order and each finished exactly once, nothing lost
-when a lease expires, a holder that lost its lease changing nothing, `pending` listing
-exactly the conversations with queued work, a wake for exactly the work nobody took, in
-interrupt mode a flag for the running task when a message arrives behind it, and start
-counts as the model counts them.
+with two workers and two conversations: messages arrive (some delivered twice, some for a
+caller waiting at a worker's process while it has a free worker, which then takes the
+conversation if nobody holds it), workers claim, finish, renew and hand back
+conversations, leases expire under them, and in steer mode running tasks take the
+messages steered to them. After every step the server's state must match a plain model of
+the intended protocol: one holder per conversation, items started in arrival order and
+each finished exactly once, nothing lost when a lease expires, a holder that lost its lease
+changing nothing, `pending` listing exactly the conversations with queued work, a wake for
+exactly the work nobody took, in interrupt mode a flag for the running task when a message
+arrives behind it, and start counts as the model counts them.
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ class QueueProtocol(RuleBasedStateMachine):
         item = WorkItem(inbound=inbound, task_id=uuid.uuid4().hex)
         taker = Taker()
         self.queue.taker = taker if at is not None else None
-        result = self.run(self.queue.ingest(item, dedupe_key=key, mode=self.mode))
+        result = self.run(self.queue.ingest(item, dedupe_key=key, mode=self.mode,
+                                            start_here=at is not None))
         assert taker.reserved == 0, "a worker was held and neither used nor given back"
         if key in m.dedupe:
             assert result == "duplicate" and not taker.adopted

@@ -188,7 +188,7 @@ async def test_a_conversation_taken_at_ingest_reaches_its_worker_if_the_request_
     # the worker, nobody would serve the conversation until the lease expired.
     queue.taker = taker = Taker()
     item = message("hello")
-    ingesting = asyncio.create_task(queue.ingest(item, dedupe_key=None))
+    ingesting = asyncio.create_task(queue.ingest(item, dedupe_key=None, start_here=True))
     await asyncio.sleep(0)  # up to the script's round trip
     ingesting.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -200,18 +200,24 @@ async def test_a_conversation_taken_at_ingest_reaches_its_worker_if_the_request_
     assert taker.reserved == 0
 
 
-async def test_in_a_burst_only_the_first_message_is_taken_at_ingest(queue: WorkQueue) -> None:
-    # The acknowledgements of a burst come first; the workers take the rest by their wakes.
+async def test_only_a_caller_waiting_here_has_its_conversation_taken_at_ingest(
+        queue: WorkQueue) -> None:
+    # A platform's message is woken, whoever has a free worker: the workers take a burst in
+    # batches, after its acknowledgements.
     queue.taker = taker = Taker()
     items = [message("one"), message("two")]
     items[1].inbound.conversation_id = "webhook:test:c2"
-    assert await asyncio.gather(*(queue.ingest(i, dedupe_key=None) for i in items)) == \
-        ["taken", "queued"]
-    cid, claim = taker.adopted.get_nowait()
-    assert cid == CID and claim.head is not None and claim.head.item.id == items[0].id
+    assert await queue.ingest(items[0], dedupe_key=None) == "queued"
     assert taker.adopted.empty() and taker.reserved == 0
-    assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [b"webhook:test:c2"]
-    await queue.ingest(message("three"), dedupe_key=None)  # now alone, but CID is held
+    assert await queue.ingest(items[1], dedupe_key=None, start_here=True) == "taken"
+    cid, claim = taker.adopted.get_nowait()
+    assert cid == "webhook:test:c2" and claim.head is not None
+    assert claim.head.item.id == items[1].id and taker.reserved == 0
+    assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [CID.encode()]
+    # Held now: queued behind, woken, the worker given back.
+    third = message("three")
+    third.inbound.conversation_id = "webhook:test:c2"
+    assert await queue.ingest(third, dedupe_key=None, start_here=True) == "queued"
     assert taker.adopted.empty() and taker.reserved == 0
     assert await queue.redis.llen(queue.keys.wake()) == 2
 
@@ -225,7 +231,7 @@ async def test_a_store_error_at_ingest_gives_the_held_worker_back() -> None:
     queue.taker = taker = Taker()
     try:
         with pytest.raises(StoreUnavailableError):
-            await queue.ingest(message("hello"), dedupe_key=None)
+            await queue.ingest(message("hello"), dedupe_key=None, start_here=True)
         assert taker.reserved == 0 and taker.adopted.empty()
     finally:
         await redis.aclose()
