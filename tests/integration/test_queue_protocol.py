@@ -32,7 +32,8 @@ from hypothesis.stateful import (
 
 from adapters.base import InboundMessage
 from agent_core.store import as_text, connect
-from gateway.queue import Claim, Head, WorkItem, WorkQueue
+from gateway.queue import Head, WorkItem, WorkQueue
+from tests.integration.test_work_queue import Taker
 
 CONVERSATIONS = ("webhook:q:a", "webhook:q:b")
 WORKERS = (0, 1)
@@ -60,25 +61,6 @@ class Model:
     #: The wake list, oldest first.
     woken: list[str] = field(default_factory=list)
     interrupted: set[str] = field(default_factory=set)
-
-
-@dataclass
-class Taker:
-    """A worker's process with a free worker, as ``WorkerPool`` is to the queue."""
-
-    reserved: int = 0
-    adopted: list[tuple[str, Claim]] = field(default_factory=list)
-
-    async def reserve(self, cid: str) -> bool:
-        self.reserved += 1
-        return True
-
-    def unreserve(self) -> None:
-        self.reserved -= 1
-
-    def adopt(self, cid: str, claim: Claim) -> None:
-        self.reserved -= 1
-        self.adopted.append((cid, claim))
 
 
 class QueueProtocol(RuleBasedStateMachine):
@@ -124,12 +106,12 @@ class QueueProtocol(RuleBasedStateMachine):
                                             start_here=at is not None))
         assert taker.reserved == 0, "a worker was held and neither used nor given back"
         if key in m.dedupe:
-            assert result == "duplicate" and not taker.adopted
+            assert result == "duplicate" and taker.adopted.empty()
             return
         m.dedupe.add(key)
         if self.mode == "steer" and m.holder[cid] is not None and m.queue[cid]:
             # A task is running (its item is queued until it finishes): steer into it.
-            assert result == "steered" and not taker.adopted
+            assert result == "steered" and taker.adopted.empty()
             m.steer[cid].append(item.id)
             return
         taken = m.holder[cid] is None and at is not None
@@ -137,15 +119,15 @@ class QueueProtocol(RuleBasedStateMachine):
         m.queue[cid].append(item.id)
         m.arrived[cid].append(item.id)
         if m.holder[cid] is not None:
-            assert not taker.adopted
+            assert taker.adopted.empty()
             m.woken.append(cid)
             if self.mode == "interrupt":
                 m.interrupted.add(cid)
         elif at is None:
             m.woken.append(cid)
         else:
-            [(adopted, claim)] = taker.adopted
-            assert adopted == cid
+            adopted, claim = taker.adopted.get_nowait()
+            assert adopted == cid and taker.adopted.empty()
             m.holder[cid] = claim.token
             self.held[at][cid] = Held(claim.token, self._check_head(cid, claim.head))
 

@@ -23,6 +23,18 @@ async def _submit(h: Harness, text: str, conversation: str) -> str:
     return task_id
 
 
+def _hang(h: Harness, text: str, seconds: float) -> asyncio.Event:
+    """Every model call answers ``text`` after ``seconds``; the event is set at the first."""
+    entered = asyncio.Event()
+
+    def hanging(path: str, body: dict[str, Any]) -> Reply:
+        entered.set()
+        return Reply(text, delay=seconds)
+
+    h.model.responder = hanging
+    return entered
+
+
 def _latest(body: dict[str, Any]) -> str:
     last = next(m for m in reversed(body["messages"]) if m["role"] == "user")
     return str(last["content"])
@@ -73,13 +85,7 @@ async def test_a_stopping_gateway_finishes_its_task_and_hands_on_the_rest(
 async def test_a_task_longer_than_the_grace_is_handed_back_and_finished_elsewhere(
         make_gateway: GatewayFactory, callback_server: dict[str, Any]) -> None:
     first = await make_gateway(hermes_shutdown_grace=0.5, hermes_lease_seconds=10)
-    entered = asyncio.Event()
-
-    def hanging(path: str, body: dict[str, Any]) -> Reply:
-        entered.set()
-        return Reply("never delivered", delay=5)
-
-    first.model.responder = hanging
+    entered = _hang(first, "never delivered", 5)
     body = body_of(text="outlive the grace", callback_url=callback_server["url"])
     accepted = await first.client.post("/webhook/crm", data=body,
                                        headers=signed_headers(WEBHOOK_SECRET, body))
@@ -124,13 +130,7 @@ async def test_a_synchronous_run_waiting_for_its_task_here_answers_202_when_stop
     # Its task was started by this process as it was queued, so the request waits for the
     # task here rather than on its event stream; a stop must still end that wait at once.
     h = await make_gateway(hermes_run_timeout=30, hermes_shutdown_grace=0.5)
-    entered = asyncio.Event()
-
-    def model(path: str, body: dict[str, Any]) -> Reply:
-        entered.set()
-        return Reply("too late", delay=4)
-
-    h.model.responder = model
+    entered = _hang(h, "too late", 4)
     waiting = asyncio.create_task(h.client.post(
         "/agent/run", json={"text": "slow", "conversation_id": "c1"}))
     await asyncio.wait_for(entered.wait(), 10)
