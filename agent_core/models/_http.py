@@ -21,8 +21,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
-import orjson
 
+from .. import _json
 from ..errors import (
     ContextLengthError,
     ModelAuthError,
@@ -88,7 +88,7 @@ class ModelHTTP:
         """POST and return the decoded JSON body, retrying per the rules above."""
         async with self._retrying(path, body, request, stream=False) as (_, raw):
             try:
-                data = _loads(raw)
+                data = _json.loads(raw)
             except ValueError as exc:
                 raise ModelResponseError(
                     f"{self.provider!r} returned a body that is not JSON: "
@@ -115,7 +115,7 @@ class ModelHTTP:
                         stream: bool) -> AsyncIterator[tuple[aiohttp.ClientResponse, bytes]]:
         """The response with status < 400, and its whole body unless ``stream``."""
         url = self._url(path)
-        data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        data = _json.dumps(body)
         attempt = 0
         while True:
             attempt += 1
@@ -189,15 +189,6 @@ class ModelHTTP:
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}{path}"
-
-
-def _loads(raw: bytes) -> Any:
-    """JSON, by orjson (~4x faster here); what it refuses and the standard library reads
-    (integers past 64 bits, NaN) still reads."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
 
 
 def _reason(exc: Exception) -> str:

@@ -285,3 +285,21 @@ async def test_bodies_with_what_orjson_refuses_still_go_and_come_back(serve: Any
         await http.aclose()
     assert seen == [{"q": "ünï", "counts": {"1": 2}}]
     assert data["big"] == 2 ** 70 and data["nan"] != data["nan"]
+
+
+async def test_a_request_holding_an_integer_past_64_bits_still_goes(serve: Any) -> None:
+    """A tool call's arguments come back in every later request (Anthropic and Ollama send
+    them as JSON objects): one the model gave with an integer orjson cannot write must not
+    make the conversation's next model call fail."""
+    seen: list[Any] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(await request.json())
+        return web.json_response({"ok": True})
+
+    http = client(await serve(handler))
+    try:
+        await http.post_json("/chat", {"input": {"id": 2 ** 70, "name": "ünï"}}, REQUEST)
+    finally:
+        await http.aclose()
+    assert seen == [{"input": {"id": 2 ** 70, "name": "ünï"}}]
