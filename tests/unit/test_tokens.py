@@ -119,8 +119,16 @@ PIECES = st.sampled_from([
 ])
 
 
+#: Characters Python's Unicode database (14.0 for 3.11) assigns, and lone surrogates (in
+#: PIECES). tiktoken's Rust pattern and the ``regex`` module each carry their own, newer
+#: Unicode tables, and for a character one of them has not assigned they disagree on
+#: ``\p{L}`` (regex 2026.11 takes U+3D000 for a letter, tiktoken 0.14 does not), so the
+#: split, and the count, of such text depends on the two libraries' releases.
+ASSIGNED = st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=8)
+
+
 @settings(max_examples=400, deadline=None)
-@given(text=st.lists(st.one_of(PIECES, st.text(max_size=8)), max_size=40).map("".join))
+@given(text=st.lists(st.one_of(PIECES, ASSIGNED), max_size=40).map("".join))
 def test_counts_equal_tiktokens_encoder_on_generated_text(
         text: str, tiktoken_encoder: Any, shared_counter: TiktokenCounter) -> None:
     fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
