@@ -29,7 +29,7 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 from telegram.request import HTTPXRequest
 
-from agent_core import StoreUnavailableError
+from agent_core import StoreUnavailableError, tls_client_context
 
 from .base import (
     Channel,
@@ -75,10 +75,13 @@ class TelegramChannel(Channel):
     ) -> None:
         api = api_url.rstrip("/")
         #: The Bot API client; its pools as PTB's Application builds them (256 connections
-        #: for sending, one for the long poll).
+        #: for sending, one for the long poll), verifying with the process's one trust
+        #: store (httpx would read a CA bundle into a context of its own for each client).
+        tls = {"verify": tls_client_context()}
         self.bot = Bot(token, base_url=f"{api}/bot", base_file_url=f"{api}/file/bot",
-                       request=HTTPXRequest(connection_pool_size=256),
-                       get_updates_request=HTTPXRequest(connection_pool_size=1))
+                       request=HTTPXRequest(connection_pool_size=256, httpx_kwargs=tls),
+                       get_updates_request=HTTPXRequest(connection_pool_size=1,
+                                                        httpx_kwargs=tls))
         self.webhook_secret = webhook_secret
         self.ingest = ingest
         self.interact = interact

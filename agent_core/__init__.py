@@ -1,10 +1,13 @@
 """hermes agent runtime: a controllable, observable tool-calling loop.
 
 Settings (pydantic-settings) are imported when first used: a process handed its settings,
-or needing none, does not load them."""
+or needing none, does not load them; TLS trust is read at the first handshake
+(``agent_core._tls``)."""
 
 from typing import TYPE_CHECKING
 
+from . import _tls
+from ._tls import tls_client_context
 from .decisions import DECISION_TYPES, AgentDecision, DecisionType
 from .errors import (
     AgentDeadlineError,
@@ -87,6 +90,7 @@ __all__ = [
     "ToolResult",
     "lazy_exports",
     "load_settings",
+    "tls_client_context",
     "tool",
 ]
 
@@ -94,3 +98,7 @@ if TYPE_CHECKING:
     from .settings import Settings, load_settings
 
 __getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings"})
+
+# aiohttp, when it is imported later, reads the CA bundle at its first TLS handshake
+# rather than as it is imported (~45 ms and ~3 MB for a process that never uses TLS).
+_tls.install()

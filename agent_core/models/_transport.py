@@ -57,9 +57,9 @@ class Pool:
     Proxies come from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), looked up once
     per host (aiohttp's ``trust_env`` would do it, and a netrc lookup, in a thread on every
     request). No cookies are kept. Bodies are decompressed (gzip, deflate). Certificates
-    are verified with aiohttp's default context, built when aiohttp is imported: the
-    system's trust store, or SSL_CERT_FILE / SSL_CERT_DIR when set (httpx used certifi's
-    bundle; a second context cost ~50 ms at the first request)."""
+    are verified with aiohttp's default context: the system's trust store, or
+    SSL_CERT_FILE / SSL_CERT_DIR when set, read at the first handshake (agent_core._tls;
+    httpx used certifi's bundle, and a second context cost ~50 ms at the first request)."""
 
     def __init__(self, *, headers: dict[str, str], max_connections: int = 200,
                  keepalive_expiry: float = 5.0) -> None:

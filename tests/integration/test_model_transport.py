@@ -217,6 +217,8 @@ from agent_core.models._http import ModelHTTP
 async def main():
     http = ModelHTTP(provider="openai", base_url=sys.argv[1], headers={}, timeout=10,
                      max_retries=2)
+    from aiohttp import connector
+    print("trust read:", connector._SSL_CONTEXT_VERIFIED._ready)  # at the first handshake
     try:
         print(await http.post_json("/chat", {}, ModelRequest(messages=[Message(role="user",
                                                                               content="x")])))
@@ -232,7 +234,8 @@ asyncio.run(main())
 async def test_tls_is_verified_against_the_trust_store_ssl_cert_file_names(tmp_path: Any
                                                                            ) -> None:
     """A model behind a private CA: trusted once SSL_CERT_FILE names that CA, refused (not
-    retried) with a certificate error otherwise."""
+    retried) with a certificate error otherwise; the trust store is read at the first
+    handshake, not before."""
     ca, other = trustme.CA(), trustme.CA()
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
     other.cert_pem.write_to_path(str(tmp_path / "other.pem"))
@@ -256,10 +259,11 @@ async def test_tls_is_verified_against_the_trust_store_ssl_cert_file_names(tmp_p
         return out.decode()
 
     try:
-        assert (await call("ca.pem")).strip() == "{'ok': True}"
+        assert (await call("ca.pem")).splitlines() == ["trust read: False", "{'ok': True}"]
         refused = await call("other.pem")
     finally:
         await runner.cleanup()
+    refused = refused.splitlines()[-1]
     assert refused.startswith("unreachable:") and "certificate" in refused.lower(), refused
 
 

@@ -1,4 +1,4 @@
-"""Telegram through the real python-telegram-bot Application: Update JSON posted to the
+"""Telegram through python-telegram-bot's Bot and Update: Update JSON posted to the
 webhook, Bot API calls captured by a local stand-in."""
 
 from __future__ import annotations
