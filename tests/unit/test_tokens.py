@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import re
 from pathlib import Path
 from typing import Any
@@ -70,11 +71,14 @@ def test_the_table_is_cached_and_a_bad_cache_is_never_trusted(tmp_path: Path) ->
     [cached] = tmp_path.glob("cl100k_base.*")  # the older cache is gone
     assert cached.suffix == ".ranks"
     good = cached.read_bytes()
-    # A second process reads the cache, and counts the same.
-    assert TiktokenCounter(cache_dir=tmp_path).count(text) == expected
-    # Garbage, a truncated table, another byte order: ignored and replaced.
+    # A second process maps the cache (its pages shared, not copied), and counts the same.
+    second = TiktokenCounter(cache_dir=tmp_path)
+    assert second.count(text) == expected
+    assert isinstance(second._bpe._ranks._blob, mmap.mmap)  # type: ignore[union-attr]
+    del second
+    # Empty, garbage, a truncated table, another byte order: ignored and replaced.
     other_order = good[:8] + (b"b" if good[8:9] == b"l" else b"l") + good[9:]
-    for bad in (b"not a table", good[:len(good) // 2], good[:-1], other_order):
+    for bad in (b"", b"not a table", good[:len(good) // 2], good[:-1], other_order):
         cached.write_bytes(bad)
         assert TiktokenCounter(cache_dir=tmp_path).count(text) == expected
         assert cached.read_bytes() == good
