@@ -1,12 +1,12 @@
 """hermes agent runtime: a controllable, observable tool-calling loop.
 
 Settings (pydantic-settings) are imported when first used: a process handed its settings,
-or needing none, does not load them; TLS trust is read at the first handshake
-(``agent_core._tls``)."""
+or needing none, does not load them; TLS trust is read at the first handshake, and
+redis-py does not import OpenTelemetry's metrics SDK (``agent_core.lean``)."""
 
 from typing import TYPE_CHECKING
 
-from . import _tls
+from . import lean
 from ._tls import tls_client_context
 from .decisions import DECISION_TYPES, AgentDecision, DecisionType
 from .errors import (
@@ -99,6 +99,6 @@ if TYPE_CHECKING:
 
 __getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings"})
 
-# aiohttp, when it is imported later, reads the CA bundle at its first TLS handshake
-# rather than as it is imported (~45 ms and ~3 MB for a process that never uses TLS).
-_tls.install()
+# aiohttp and redis-py, imported later, without what they need not do as they are imported
+# (reading the CA bundle, importing OpenTelemetry's metrics SDK): agent_core.lean.
+lean.install()

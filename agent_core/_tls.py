@@ -6,23 +6,24 @@ default verified context and the unverified one ``ssl=False`` selects. A process
 speaks only plain HTTP (a local model, the embedded stores, the web chat) never uses
 either, and one that does uses them after start-up.
 
-:class:`DeferredTrust` is an ``ssl.SSLContext`` that, while it is being built, records the
-calls that load trust (``load_default_certs``, ``set_default_verify_paths``,
-``load_verify_locations``) and makes them, in order and once, before its first handshake
-(``wrap_bio``, which asyncio's, uvloop's and anyio's TLS call, or ``wrap_socket``) or
-first look at its store: the same files and the same verification, read when first
-needed. :func:`install` (run by ``import agent_core``) makes aiohttp's two default
-contexts such contexts when aiohttp is imported after it; :func:`tls_client_context` is that
-verified one, for other clients (python-telegram-bot's httpx) to share one trust store.
+:class:`DeferredTrust` is an ``ssl.SSLContext`` that records the calls that load trust
+(``load_default_certs``, ``set_default_verify_paths``, ``load_verify_locations``) made
+while it was built and makes them, in order and once, before its first handshake
+(``wrap_bio``, which asyncio's, uvloop's and anyio's TLS call, or ``wrap_socket``) or first
+look at its store: the same files and the same verification, read when first needed.
+aiohttp's two default contexts are such contexts when aiohttp is imported after
+``agent_core`` (:func:`defer_default_contexts`, an import hook of ``agent_core.lean``);
+:func:`tls_client_context` is the verified one, for other clients (python-telegram-bot's
+httpx) to share one trust store.
 """
 
 from __future__ import annotations
 
 import ssl
-import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 _LOADERS = ("load_default_certs", "set_default_verify_paths", "load_verify_locations")
@@ -118,60 +119,20 @@ def _loads_recorded(calls: list[tuple[ssl.SSLContext, Call]]) -> Iterator[None]:
                 setattr(cls, name, value)
 
 
-class _Loader:
-    """aiohttp.connector's own loader, run with its import-time trust loads deferred."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        calls: list[tuple[ssl.SSLContext, Call]] = []
-        with _loads_recorded(calls):
-            self._loader.exec_module(module)
-        adopted: list[ssl.SSLContext] = []
-        for name in ("_SSL_CONTEXT_VERIFIED", "_SSL_CONTEXT_UNVERIFIED"):
-            ctx = getattr(module, name, None)
-            if type(ctx) is ssl.SSLContext:
-                adopted.append(DeferredTrust.adopt(ctx, [call for c, call in calls
-                                                         if c is ctx]))
-        for ctx, (name, args, kwargs) in calls:  # any other context (none now): load now
-            if not any(ctx is c for c in adopted):
-                getattr(ctx, name)(*args, **kwargs)
-
-
-class _Finder:
-    """Meta-path finder that wraps the loader of aiohttp.connector, once."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "aiohttp.connector":
-            return None
-        uninstall()
-        from importlib.machinery import PathFinder
-
-        spec = PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)  # type: ignore[assignment]  # a Loader
-        return spec
-
-
-_FINDER = _Finder()
-
-
-def install() -> None:
-    """Defer aiohttp's import-time trust loads, if aiohttp is not imported yet."""
-    if "aiohttp.connector" not in sys.modules and _FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, _FINDER)
-
-
-def uninstall() -> None:
-    if _FINDER in sys.meta_path:
-        sys.meta_path.remove(_FINDER)
+def defer_default_contexts(execute: Callable[[], None], module: ModuleType) -> None:
+    """Run aiohttp.connector's code (``execute``) with its trust loads recorded; its two
+    default contexts then defer theirs (``agent_core.lean`` calls this at that import)."""
+    calls: list[tuple[ssl.SSLContext, Call]] = []
+    with _loads_recorded(calls):
+        execute()
+    adopted: list[ssl.SSLContext] = []
+    for name in ("_SSL_CONTEXT_VERIFIED", "_SSL_CONTEXT_UNVERIFIED"):
+        ctx = getattr(module, name, None)
+        if type(ctx) is ssl.SSLContext:
+            adopted.append(DeferredTrust.adopt(ctx, [call for c, call in calls if c is ctx]))
+    for ctx, (name, args, kwargs) in calls:  # any other context (none now): loaded now
+        if not any(ctx is c for c in adopted):
+            getattr(ctx, name)(*args, **kwargs)
 
 
 def tls_client_context() -> ssl.SSLContext:

@@ -1,10 +1,102 @@
-"""What a long-running process should not import."""
+"""What a process should not import, or do as it imports.
+
+Two import hooks, installed by ``import agent_core`` (:func:`install`) and each run once,
+at the import of one third-party module, when that comes after ``agent_core``'s:
+
+- ``aiohttp.connector`` builds two SSL contexts, each reading the CA bundle (~45 ms and
+  ~3 MB in all); they read it at their first handshake instead (``agent_core._tls``);
+- ``redis.observability.providers`` imports OpenTelemetry's metrics SDK, when it is
+  installed (the ``otel`` extra, and so the Docker image), only to annotate a type with
+  it: ~50 modules, ~2 MB and 40-100 ms here in every process that imports redis-py. It
+  runs as it does without the SDK; redis-py's metrics, turned on, import it themselves.
+"""
 
 from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable
+from importlib.machinery import PathFinder
 from typing import Any
+
+#: ``around(execute, module)``: runs the module's code by calling ``execute()``.
+Around = Callable[[Callable[[], None], types.ModuleType], None]
+
+_METRICS_SDK = "opentelemetry.sdk.metrics"
+
+
+def _without_metrics_sdk(execute: Callable[[], None], module: types.ModuleType) -> None:
+    if _METRICS_SDK in sys.modules:  # imported already: nothing to spare
+        execute()
+        return
+    sys.modules[_METRICS_SDK] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        execute()
+    finally:
+        if sys.modules.get(_METRICS_SDK, 0) is None:
+            del sys.modules[_METRICS_SDK]
+
+
+def _defer_trust(execute: Callable[[], None], module: types.ModuleType) -> None:
+    from ._tls import defer_default_contexts
+
+    defer_default_contexts(execute, module)
+
+
+HOOKS: dict[str, Around] = {
+    "aiohttp.connector": _defer_trust,
+    "redis.observability.providers": _without_metrics_sdk,
+}
+
+
+class _Loader:
+    """A module's own loader, its code run inside a hook."""
+
+    def __init__(self, loader: Any, around: Around) -> None:
+        self._loader, self._around = loader, around
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._around(lambda: self._loader.exec_module(module), module)
+
+
+class _Finder:
+    """Wraps the loaders of the hooked modules not imported yet, once each."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, Around] = {}
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        around = self.pending.pop(name, None)
+        if around is None:
+            return None
+        if not self.pending:
+            uninstall()
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader, around)  # type: ignore[assignment]
+        return spec
+
+
+_FINDER = _Finder()
+
+
+def install() -> None:
+    """Hook the modules of ``HOOKS`` that are not imported yet."""
+    _FINDER.pending = {name: around for name, around in HOOKS.items()
+                       if name not in sys.modules}
+    if _FINDER.pending and _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+def uninstall() -> None:
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
 
 
 def skip_httpx_cli() -> None:

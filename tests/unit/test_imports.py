@@ -92,3 +92,38 @@ def test_the_console_script_skips_httpx_cli_before_any_command() -> None:
     modules = loaded("import sys\nfrom gateway.cli import main\nmain(['tools'])\n"
                      "import httpx\nprint('')")
     assert "click" not in modules and "pygments" not in modules
+
+
+REDIS_METRICS = """
+import asyncio, sys
+import agent_core
+import redis.asyncio as aioredis
+assert "opentelemetry.sdk.metrics" not in sys.modules, "imported with redis-py"
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from redis.observability.config import OTelConfig
+from redis.observability.providers import get_observability_instance
+
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+get_observability_instance().init(OTelConfig())
+
+async def use():
+    client = aioredis.Redis.from_url(sys.argv[1])
+    await client.set("k", "v")
+    await client.aclose()
+
+asyncio.run(use())
+print(sorted({m.name for rm in reader.get_metrics_data().resource_metrics
+              for sm in rm.scope_metrics for m in sm.metrics}))
+"""
+
+
+def test_redis_py_imports_no_metrics_sdk_and_its_metrics_still_work(redis_url: str) -> None:
+    """With the otel extra installed, redis-py imported OpenTelemetry's metrics SDK as it
+    was imported (agent_core.lean); now only once its metrics are turned on."""
+    out = subprocess.run([sys.executable, "-c", REDIS_METRICS, redis_url], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "db.client.connection.count" in out.stdout

@@ -27,7 +27,7 @@ def ca(tmp_path: Path) -> tuple[trustme.CA, str]:
 
 
 class Inner:
-    """A module loader whose module builds contexts the way aiohttp.connector does."""
+    """A module's loader, the module building contexts the way aiohttp.connector does."""
 
     def __init__(self, cafile: str, *, names: tuple[str, ...], fail: bool = False) -> None:
         self.cafile, self.names, self.fail = cafile, names, fail
@@ -42,7 +42,7 @@ class Inner:
 
 def run(loader: Inner) -> Any:
     module = types.ModuleType("fake")
-    _tls._Loader(loader).exec_module(module)
+    _tls.defer_default_contexts(lambda: loader.exec_module(module), module)
     return module
 
 
