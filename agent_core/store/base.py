@@ -8,8 +8,10 @@ one-shot runs and the runtime benchmark).
 from __future__ import annotations
 
 import abc
+import contextlib
 import re
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..messages import Message
@@ -133,6 +135,13 @@ class ConversationStore(abc.ABC):
     @abc.abstractmethod
     async def load_task(self, task_id: str) -> TaskState | None:
         """A task's state, or None when unknown."""
+
+    @contextlib.contextmanager
+    def watch_task(self, task_id: str) -> Iterator[Callable[[], TaskState | None]]:
+        """Until the block ends, a call giving the task's state as this process last wrote
+        it (None before it has, or from a store that does not keep it): what a caller
+        waiting for a task that runs here reads instead of ``load_task``'s round trip."""
+        yield lambda: None
 
     @abc.abstractmethod
     async def recent_tasks(self, conversation_id: str, limit: int) -> list[TaskState]:

@@ -13,10 +13,12 @@ window rewrites are transactions. Connection failures become StoreUnavailableErr
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -79,6 +81,8 @@ class RedisConversationStore(ConversationStore):
         # reads: parsing only the new ones saves ~0.4 ms per call on a full window. The
         # Messages are shared between snapshots, which treat them as read-only.
         self._parse = functools.lru_cache(maxsize=_PARSED)(_parse)
+        #: Watched tasks (watch_task): the state this process last wrote for each.
+        self._watched: dict[str, str | None] = {}
 
     def parse_snapshot(self, window: list[bytes], meta: list[bytes]) -> Snapshot:
         """A Snapshot from a window read elsewhere (its LRANGE, the meta hash's HGETALL as
@@ -134,13 +138,16 @@ class RedisConversationStore(ConversationStore):
         cid = check_conversation_id(conversation_id)
         task_key = self.keys.task(task.task_id) if task is not None else self.keys.task("-")
         ttl = int(self.task_retention) if task is not None and task.status in TERMINAL else 0
-        return await self._append(
+        raw = task.model_dump_json() if task is not None else ""
+        result = await self._append(
             keys=[self.keys.window(cid), self.keys.meta(cid), self.keys.conversations(),
                   task_key, self.keys.conv_tasks(cid)],
-            args=[repr(time.time()), sum(m.tokens for m in messages), cid,
-                  task.model_dump_json() if task is not None else "",
+            args=[repr(time.time()), sum(m.tokens for m in messages), cid, raw,
                   task.task_id if task is not None else "", ttl, "1" if read else "0",
                   *(_dump(m) for m in messages)])
+        if task is not None:
+            self._wrote(task.task_id, raw)
+        return result
 
     @unavailable
     async def rewrite_window(self, conversation_id: str, keep: list[Message],
@@ -204,17 +211,33 @@ class RedisConversationStore(ConversationStore):
             await self.redis.hdel(self.keys.meta(cid), "waiting_task")
 
     # --- tasks -------------------------------------------------------------------------
-    def _queue_task(self, pipe: Any, state: TaskState) -> None:
+    def _queue_task(self, pipe: Any, state: TaskState) -> str:
         ttl = int(self.task_retention) if state.status in TERMINAL else None
-        pipe.set(self.keys.task(state.task_id), state.model_dump_json(), ex=ttl)
+        raw = state.model_dump_json()
+        pipe.set(self.keys.task(state.task_id), raw, ex=ttl)
         pipe.sadd(self.keys.conv_tasks(state.conversation_id), state.task_id)
+        return raw
 
     @unavailable
     async def save_task(self, state: TaskState) -> None:
         check_conversation_id(state.conversation_id)
         pipe = self.redis.pipeline(transaction=True)
-        self._queue_task(pipe, state)
+        raw = self._queue_task(pipe, state)
         await pipe.execute()
+        self._wrote(state.task_id, raw)
+
+    @contextlib.contextmanager
+    def watch_task(self, task_id: str) -> Iterator[Callable[[], TaskState | None]]:
+        self._watched[task_id] = None
+        try:
+            yield lambda: (TaskState.model_validate_json(raw)
+                           if (raw := self._watched.get(task_id)) else None)
+        finally:
+            self._watched.pop(task_id, None)
+
+    def _wrote(self, task_id: str, raw: str) -> None:
+        if task_id in self._watched:  # written, so what load_task would now read
+            self._watched[task_id] = raw
 
     @unavailable
     async def load_task(self, task_id: str) -> TaskState | None:

@@ -76,11 +76,14 @@ async def run_async(request: web.Request) -> web.Response:
 
 async def run_sync(request: web.Request) -> web.Response:
     """Run a task and wait for its answer (or until HERMES_RUN_TIMEOUT: then 202). A task
-    started by this process is waited for here; one queued for any worker, through its
-    event stream (from whichever replica runs it)."""
+    started by this process is waited for here, and answered with the state it saved (no
+    read back); one queued for any worker, through its event stream (from whichever
+    replica runs it), then read."""
     gateway = request.app[GATEWAY]
     eventlog, task_id = gateway.parts.eventlog, uuid.uuid4().hex
-    with eventlog.watch(task_id) as finished_here:
+    state: TaskState | None = None
+    with eventlog.watch(task_id) as finished_here, \
+            gateway.parts.opened.store.watch_task(task_id) as written_here:
         msg, routed = await _submit(request, task_id)
         if routed.task_id is None:
             return _command_answer(msg, routed)
@@ -92,10 +95,13 @@ async def run_sync(request: web.Request) -> web.Response:
                 async for event in events:
                     if event.get("type") == "AGENT_FINISHED" and \
                             (event.get("payload") or {}).get("outcome") in TERMINAL | PAUSED:
+                        # Ended here: its state as this process saved it, not read back.
+                        state = written_here() if routed.started_here else None
                         break
-    view = await _task_view(gateway, task_id)
-    status = 200 if view["status"] in TERMINAL | PAUSED else 202
-    return web.json_response(view, status=status)
+    if state is None or state.status not in TERMINAL | PAUSED:  # e.g. its save failed
+        state = await load_task(gateway, task_id)
+    status = 200 if state.status in TERMINAL | PAUSED else 202
+    return web.json_response(view_of(state), status=status)
 
 
 async def get_task(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agent_core.models.replay import Reply
+from agent_core.store.base import ConversationStore
 from gateway.cli import main
 from tests.integration.conftest import GatewayFactory, answer_echo
 
@@ -60,6 +61,40 @@ async def test_a_synchronous_run_is_answered_whether_its_task_starts_at_once_or_
     answers = [await (await first).json(), await second.json()]
     assert [(a["status"], a["text"]) for a in answers] == \
         [("answered", "first"), ("answered", "second")]
+
+
+async def test_a_synchronous_run_ended_here_answers_with_the_state_saved_not_read_back(
+        make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task ran in this process: its answer is the state it saved, the same the task
+    API then reads; without that state (a store that keeps none), it is read back."""
+    h = await make_gateway()
+    store = h.gateway.parts.opened.store
+    h.model.add(Reply.call("calc_growth_rate", {"current": 2, "previous": 1}), Reply("Doubled."))
+    load = store.load_task
+
+    async def not_read(task_id: str) -> Any:
+        raise AssertionError("read back")
+
+    monkeypatch.setattr(store, "load_task", not_read)
+    answer = await h.client.post("/agent/run", json={"text": "x"})
+    body = await answer.json()
+    assert answer.status == 200 and body["text"] == "Doubled." and body["rounds"] == 2
+    monkeypatch.setattr(store, "load_task", load)
+    assert body == await h.task(body["task_id"])
+
+    # A store that keeps no written state (or a final save that failed): read back.
+    reads: list[str] = []
+
+    async def counted(task_id: str) -> Any:
+        reads.append(task_id)
+        return await load(task_id)
+
+    monkeypatch.setattr(store, "load_task", counted)
+    monkeypatch.setattr(store, "watch_task", ConversationStore.watch_task.__get__(store))
+    h.model.add(Reply("again"))
+    answer = await h.client.post("/agent/run", json={"text": "y"})
+    body = await answer.json()
+    assert answer.status == 200 and body["text"] == "again" and reads == [body["task_id"]]
 
 
 async def test_sse_replays_then_ends_and_resumes_from_last_event_id(

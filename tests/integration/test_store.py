@@ -111,6 +111,26 @@ async def test_task_state_round_trip_and_retention(make_store: StoreFactory) -> 
     assert await store.load_task("missing") is None
 
 
+async def test_a_watched_task_s_state_is_what_this_process_last_wrote(
+        make_store: StoreFactory) -> None:
+    store = make_store()
+    state = TaskState.start(TaskRequest(text="do it", conversation_id="c:1"), deadline_at=None)
+    other = TaskState.start(TaskRequest(text="not me", conversation_id="c:1"), deadline_at=None)
+    with store.watch_task(state.task_id) as written:
+        assert written() is None  # nothing written yet
+        await store.append("c:1", [Message(role="user", content="do it")], task=state)
+        assert written() == await store.load_task(state.task_id)
+        state.status, state.result_text = "answered", "done"
+        await store.save_task(other)  # another task's writes are not this one's
+        await store.save_task(state)
+        seen = written()
+        assert seen is not None and (seen.status, seen.result_text) == ("answered", "done")
+        assert seen == await store.load_task(state.task_id)
+    assert store._watched == {}  # nothing is kept once the block has ended
+    await store.save_task(state)
+    assert store._watched == {}
+
+
 async def test_fifty_conversations_appending_concurrently_lose_and_cross_nothing(
         make_store: StoreFactory) -> None:
     store = make_store()
