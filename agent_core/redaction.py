@@ -22,14 +22,20 @@ class _Registry:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.values: set[str] = set()
-        self.pattern: re.Pattern[str] | None = None
+        #: The values, longest first (a check with ``in`` is far cheaper than the pattern),
+        #: and the pattern; one attribute, so that a reader sees the two of one update.
+        self.compiled: tuple[tuple[str, ...], re.Pattern[str]] | None = None
 
 
 _registry = _Registry()
-# Shapes of well-known credentials, redacted even when not registered.
+# Shapes of well-known credentials, redacted even when not registered. No branch starts
+# with a word boundary or a case-insensitive group, which the regex engine tried at every
+# position of every text (~27 µs for 300 characters, against ~15 µs now; events carry such
+# texts several times an answer): the Telegram token's boundary is a lookbehind after its
+# first digit (no word character before it), "bearer" is [Bb] then the rest in any case.
 _SHAPES = re.compile(
     r"(?:sk-[A-Za-z0-9_-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"
-    r"|\b\d{6,12}:[A-Za-z0-9_-]{30,}\b|(?i:bearer)\s+[A-Za-z0-9._~+/-]{12,}=*)"
+    r"|\d(?<!\w\d)\d{5,11}:[A-Za-z0-9_-]{30,}\b|[Bb](?i:earer)\s+[A-Za-z0-9._~+/-]{12,}=*)"
 )
 
 
@@ -38,13 +44,17 @@ def register(values: Iterable[str | None]) -> None:
     with _registry.lock:
         _registry.values.update(v for v in values if v and len(v) >= _MIN_LEN)
         if _registry.values:
-            ordered = sorted(_registry.values, key=len, reverse=True)
-            _registry.pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            ordered = tuple(sorted(_registry.values, key=len, reverse=True))
+            _registry.compiled = (ordered,
+                                  re.compile("|".join(re.escape(v) for v in ordered)))
 
 
 def redact(text: str) -> str:
     """``text`` with every registered secret and credential-shaped token replaced."""
-    pattern = _registry.pattern
-    if pattern is not None:
-        text = pattern.sub(MARKER, text)
+    compiled = _registry.compiled
+    if compiled is not None:
+        for value in compiled[0]:
+            if value in text:
+                text = compiled[1].sub(MARKER, text)
+                break
     return _SHAPES.sub(MARKER, text)
