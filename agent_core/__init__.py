@@ -1,8 +1,8 @@
 """hermes agent runtime: a controllable, observable tool-calling loop.
 
 Settings (pydantic-settings) are imported when first used: a process handed its settings,
-or needing none, does not load them; TLS trust is read at the first handshake, and
-redis-py does not import OpenTelemetry's metrics SDK (``agent_core.lean``)."""
+or needing none, does not load them; aiohttp, redis-py and frozenlist, imported after
+it, skip what they need not do as they are imported (``agent_core.lean``)."""
 
 from typing import TYPE_CHECKING
 
@@ -99,6 +99,6 @@ if TYPE_CHECKING:
 
 __getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings"})
 
-# aiohttp and redis-py, imported later, without what they need not do as they are imported
-# (reading the CA bundle, importing OpenTelemetry's metrics SDK): agent_core.lean.
+# Reading the CA bundle (aiohttp), importing OpenTelemetry's metrics SDK (redis-py),
+# loading libstdc++ (frozenlist), when they are imported later: agent_core.lean.
 lean.install()

@@ -4,11 +4,10 @@ Per conversation: a FIFO list of work items and a lock with a lease. Ingest appe
 list (atomically with its dedupe marker, so a message is never both "seen" and lost) and
 wakes a worker, or, for a caller waiting for the answer when this process has a free
 worker (its ``taker``) and nobody holds the conversation, takes the lock for that worker in
-the same step. A worker that takes a
-conversation's lock handles its items in order, one at a time, renewing the lease while it
-works; it removes an item only when done, and releases the lock only when the list is
-empty, in the same atomic step. If a worker dies, its lease expires and the item still at
-the head is delivered again, to any replica.
+the same step. A worker that takes a conversation's lock handles its items in order, one at
+a time, renewing the lease while it works; it removes an item only when done, and releases
+the lock only when the list is empty, in the same atomic step. If a worker dies, its lease
+expires and the item still at the head is delivered again, to any replica.
 
 Keys: ``Keys.queue`` (agent_core/store/keys.py) and the dedupe markers.
 """

@@ -136,3 +136,10 @@ def test_aiohttp_s_frozen_lists_are_the_pure_python_ones_without_libstdcxx() -> 
            "assert 'libstdc++' not in open('/proc/self/maps').read()\n"
            "signals = aiohttp.web.Application().on_startup\n"
            "assert type(signals).__mro__[1] is frozenlist.FrozenList")
+
+
+def test_aiohttp_imported_after_agent_core_reads_no_trust_store_until_it_is_used() -> None:
+    """agent_core._tls: aiohttp's two default contexts defer their CA bundle reads."""
+    loaded("import agent_core, aiohttp\nfrom aiohttp import connector\n"
+           "for ctx in (connector._SSL_CONTEXT_VERIFIED, connector._SSL_CONTEXT_UNVERIFIED):\n"
+           "    assert type(ctx).__name__ == 'DeferredTrust' and not ctx._ready")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import subprocess
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -116,20 +114,6 @@ async def test_a_deferred_context_verifies_at_its_first_handshake(
     finally:
         server.close()
         await server.wait_closed()
-
-
-IMPORTED = """
-import agent_core, aiohttp, ssl
-from aiohttp import connector
-print(type(connector._SSL_CONTEXT_VERIFIED).__name__, connector._SSL_CONTEXT_VERIFIED._ready,
-      connector._SSL_CONTEXT_UNVERIFIED._ready)
-"""
-
-
-def test_aiohttp_imported_after_agent_core_reads_no_trust_store_until_it_is_used() -> None:
-    out = subprocess.run([sys.executable, "-c", IMPORTED], capture_output=True, text=True,
-                         check=True, timeout=120).stdout.split()
-    assert out == ["DeferredTrust", "False", "False"]
 
 
 def test_the_telegram_bot_s_clients_verify_with_the_process_s_one_trust_store() -> None:
