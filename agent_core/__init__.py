@@ -64,6 +64,7 @@ __all__ = [
     "Event",
     "EventBus",
     "EventType",
+    "FileLock",
     "HermesError",
     "LoopConfig",
     "Message",
@@ -95,9 +96,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .filelock import FileLock
     from .settings import Settings, load_settings
 
-__getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings"})
+__getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings",
+                                      "FileLock": "filelock"})
 
 # Reading the CA bundle (aiohttp), importing OpenTelemetry's metrics SDK (redis-py),
 # loading libstdc++ (frozenlist), when they are imported later: agent_core.lean.

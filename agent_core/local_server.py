@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from filelock import FileLock
+from .filelock import FileLock
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 from redis.asyncio import Redis
 
+from agent_core.filelock import FileLock
 from agent_core.store import Keys, store_boundary
 
 _MAXLEN = 1_000_000

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent_core import ToolContext, ToolError, tool
+from agent_core import FileLock, ToolContext, ToolError, tool
 
 if TYPE_CHECKING:
     import sqlite3
@@ -147,7 +147,6 @@ def save_daily_report(content: str, ctx: ToolContext | None = None) -> dict[str,
     who = f"{ctx.user_id} in {ctx.conversation_id}" if ctx else "unknown"
     stamp = dt.datetime.now(dt.UTC).strftime("%H:%M:%S UTC")
     section = f"\n## {stamp} - {who}\n\n{content.strip()}\n"
-    from filelock import FileLock  # when a report is saved, not with the default tools
 
     # One lock per report file: concurrent chats append whole sections, never interleaved.
     with FileLock(str(path) + ".lock", timeout=10):
