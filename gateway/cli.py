@@ -194,7 +194,7 @@ def _cmd_run(args: argparse.Namespace, settings: GatewaySettings) -> int:
 async def _run_task(settings: Settings, text: str, conversation: str, *, json_out: bool,
                     verbose: bool, persistent: bool, model: Any = None,
                     approve_all: bool = False) -> int:
-    opened = await open_store(settings) if persistent else None
+    opened = await open_store(settings, pooled=1) if persistent else None  # one task
     store = opened.store if opened else MemoryConversationStore()
     runtime = build_runtime(settings, store=store, model=model)
     reporter: Any = JsonLinesReporter() if json_out else ConsoleReporter(verbose=verbose)
