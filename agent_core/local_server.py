@@ -46,6 +46,10 @@ class LocalServer(abc.ABC, Generic[I]):
         # Popen, not asyncio's subprocess: the handle must outlive the event loop that
         # started it (tests start one server for a whole session of loops).
         self._process: subprocess.Popen[bytes] | None = None
+        self._launched = False  # launch() done, start() not yet
+        self._starting: FileLock | None = None  # the start lock, while a spawn is unready
+        self._state: dict[str, Any] = {}
+        self._deadline = 0.0
 
     @property
     def started_here(self) -> bool:
@@ -78,6 +82,24 @@ class LocalServer(abc.ABC, Generic[I]):
     # --- lifecycle -------------------------------------------------------------------
     async def start(self) -> I:
         """Reuse a live server on this directory, or start one; where it listens."""
+        await self.launch()
+        lock, self._starting = self._starting, None
+        self._launched = False
+        if lock is None:  # a live one, reused
+            assert self.info is not None
+            return self.info
+        try:
+            return await self._until_ready()
+        finally:
+            lock.release()
+
+    async def launch(self) -> None:
+        """The first half of :meth:`start`: find a live server on this directory, or spawn
+        one without waiting for it to answer. What a caller does before ``start()`` then
+        overlaps the server's own start-up (``run --task`` imports redis-py and the runtime
+        meanwhile). A spawning server's start lock is held until ``start()`` or ``stop()``."""
+        if self._launched:
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.dir / "start.lock"), timeout=self.start_timeout * 2)
         await asyncio.to_thread(lock.acquire)
@@ -86,24 +108,31 @@ class LocalServer(abc.ABC, Generic[I]):
             if existing is not None and await self.answers(existing):
                 log.info("reusing %s (%s)", self.title, self.dir)
                 self.info = existing
-                return existing
-            self.info = await self._spawn()
-            return self.info
-        finally:
+                lock.release()
+            else:
+                self._spawn()
+                self._starting = lock
+        except BaseException:
             lock.release()
+            raise
+        self._launched = True
 
-    async def _spawn(self) -> I:
+    def _spawn(self) -> None:
         command, state = self.prepare()
         # The server outlives a crashed parent on purpose: the next start reuses it.
-        self._process = subprocess.Popen(  # noqa: ASYNC220 - fork/exec returns at once
+        self._process = subprocess.Popen(
             command, cwd=str(self.dir), stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True)
-        state = {"pid": self._process.pid, **state}
-        info = self.info = self.info_from(state)  # what stop() asks, should this fail
-        deadline = time.monotonic() + self.start_timeout
+        self._state = {"pid": self._process.pid, **state}
+        self.info = self.info_from(self._state)  # what stop() asks, should it come to that
+        self._deadline = time.monotonic() + self.start_timeout
+
+    async def _until_ready(self) -> I:
+        info = self.info
+        assert self._process is not None and info is not None
         # Valkey is up in ~40 ms here (30 of them calibrating its clock): look often.
         pauses = _pauses(cap=0.005)
-        while time.monotonic() < deadline:
+        while time.monotonic() < self._deadline:
             code = self._process.poll()
             if code is not None:
                 self._process = None
@@ -117,7 +146,7 @@ class LocalServer(abc.ABC, Generic[I]):
             raise self.failure(f"{self.title} did not start within "
                                f"{self.start_timeout:g}s; see its log in {self.dir}")
         path = self.dir / _STATE_FILE
-        path.write_text(json.dumps(state))
+        path.write_text(json.dumps(self._state))
         path.chmod(0o600)
         log.info("started %s (files in %s)", self.title, self.dir)
         return info
@@ -126,21 +155,30 @@ class LocalServer(abc.ABC, Generic[I]):
         """Stop the server if this object started it: asked to (:meth:`ask_to_stop`) or
         sent SIGTERM, it flushes its data and exits; killed if it has not after ``grace``."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            deadline = time.monotonic() + grace
-            if not await self._asked_to_stop(grace):
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(signal.SIGTERM)
-            pauses = _pauses(cap=0.02)
-            while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(next(pauses))
+        if process is not None:
             if process.poll() is None:
-                process.kill()
-                await asyncio.to_thread(process.wait)
-        with contextlib.suppress(FileNotFoundError):
-            (self.dir / _STATE_FILE).unlink()
+                await self._end(process, grace)
+            with contextlib.suppress(FileNotFoundError):
+                (self.dir / _STATE_FILE).unlink()
+        self._release_start()
+
+    async def _end(self, process: subprocess.Popen[bytes], grace: float) -> None:
+        deadline = time.monotonic() + grace
+        if not await self._asked_to_stop(grace):
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        pauses = _pauses(cap=0.02)
+        while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(next(pauses))
+        if process.poll() is None:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+    def _release_start(self) -> None:
+        lock, self._starting = self._starting, None
+        self._launched = False
+        if lock is not None:
+            lock.release()
 
     async def _asked_to_stop(self, grace: float) -> bool:
         try:

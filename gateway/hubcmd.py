@@ -14,7 +14,6 @@ from typing import Any
 
 from agent_core import ConfigError, load_settings, tracing
 from agent_core.redaction import register as register_secrets
-from agent_core.runtime import UnconfiguredModel, build_runtime, start_mcp
 from agent_core.store import MemoryConversationStore
 
 from .settings import GatewaySettings
@@ -117,6 +116,7 @@ async def _services(settings: GatewaySettings) -> int:
 
 async def _agent(settings: GatewaySettings, agent_id: str,
                  capabilities: tuple[str, ...]) -> int:
+    from agent_core.runtime import UnconfiguredModel, build_runtime, start_mcp
     from hub import AgentRunner, Bus
     from hub.loop_agent import LoopAgent
 

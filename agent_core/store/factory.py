@@ -56,17 +56,19 @@ def build_embedder(settings: Settings) -> OpenAIEmbedder | None:
     return OpenAIEmbedder(http, spec.model_name)
 
 
-async def open_store(settings: Settings, *, pooled: int = 40) -> OpenStore:
+async def open_store(settings: Settings, *, pooled: int = 40,
+                     embedded: EmbeddedValkey | None = None) -> OpenStore:
     """Connect to REDIS_URL, or start/reuse the embedded server under HERMES_DATA_DIR.
     ``pooled``: connections opened at once for transactions (about one per concurrent
-    task)."""
-    embedded: EmbeddedValkey | None = None
+    task). ``embedded``: that server, launched by the caller (``EmbeddedValkey.launch``)."""
     if settings.redis_url is not None:
+        if embedded is not None:
+            raise ValueError("an embedded server was given, but REDIS_URL is set")
         url = settings.redis_url.get_secret_value()
         parts = urlsplit(url)
         location = f"{parts.scheme}://{parts.hostname or parts.path}:{parts.port or ''}"
     else:
-        embedded = EmbeddedValkey(settings.hermes_data_dir)
+        embedded = embedded or EmbeddedValkey(settings.hermes_data_dir)
         info = await embedded.start()
         url = info.url
         where = info.socket or f"127.0.0.1:{info.port}"

@@ -12,6 +12,7 @@ import pytest
 
 from agent_core import TaskRequest, TaskState
 from agent_core.errors import StoreUnavailableError
+from agent_core.filelock import FileLock, FileLockTimeout
 from agent_core.messages import Message, ToolCall
 from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.store import RedisConversationStore, connect
@@ -298,6 +299,41 @@ async def test_a_refused_shutdown_falls_back_to_sigterm(tmp_path: Path) -> None:
     finally:
         await client.aclose()
         await again.stop()
+
+
+async def test_a_launched_server_starts_up_while_its_caller_works(tmp_path: Path) -> None:
+    server = EmbeddedValkey(tmp_path)
+    await server.launch()
+    assert server.started_here, "spawned at launch, not at start()"
+    # Until start() has seen it answer, others on the data dir wait on the start lock.
+    with pytest.raises(FileLockTimeout):
+        FileLock(server.dir / "start.lock", timeout=0.05).acquire()
+    info = await server.start()
+    client = connect(info.url)
+    try:
+        assert await client.ping()
+        with FileLock(server.dir / "start.lock", timeout=30):
+            pass
+        second = EmbeddedValkey(tmp_path)
+        await second.launch()  # a live server: reused, nothing spawned, no lock held
+        assert not second.started_here and (await second.start()).port == info.port
+    finally:
+        await client.aclose()
+        await server.stop()
+
+
+async def test_a_launched_server_that_is_never_started_is_stopped(tmp_path: Path) -> None:
+    server = EmbeddedValkey(tmp_path)
+    await server.launch()
+    process = server._process
+    await server.stop()  # say, the caller failed before start()
+    assert process is not None and process.poll() is not None
+    with FileLock(server.dir / "start.lock", timeout=30):
+        pass
+    again = EmbeddedValkey(tmp_path)
+    await again.start()
+    assert again.started_here
+    await again.stop()
 
 
 async def test_a_live_server_on_the_data_dir_is_reused(tmp_path: Path) -> None:

