@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import atexit
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from agent_core.tools.sandbox import sandbox_dir
 
 from .hubcmd import add_commands as add_hub_commands
 from .settings import GatewaySettings
+from .start import settled
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         register_secrets(settings.secret_values())
         configure_logging("DEBUG" if args.debug else settings.log_level,
                           json_lines=settings.log_json)
+        if not getattr(args, "settles", False):
+            settled(collect=True)  # the collector back on (gateway.start)
         result: int = args.handler(args, settings)
         return result
     except KeyboardInterrupt:
@@ -84,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--approve", action="store_true",
                      help="approve every write this task asks for (else: asked at the "
                           "terminal)")
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, settles=True)  # once its runtime is built
 
     tools = sub.add_parser("tools", help="list the enabled tools with their schemas")
     tools.add_argument("--json", action="store_true")
@@ -174,10 +176,10 @@ LISTEN_BACKLOG = 1024
 
 async def _settle_heap(_: object) -> None:
     """Take what the start allocated (modules, schemas, clients: ~120 000 objects) out of
-    the garbage collector's view. Otherwise every full collection walks them all, and under
-    a burst of requests one came every few hundred requests and took 30-45 ms here."""
-    gc.collect()
-    gc.freeze()
+    the garbage collector's view, its garbage collected first. Otherwise every full
+    collection walks them all, and under a burst of requests one came every few hundred
+    requests and took 30-45 ms here."""
+    settled(collect=True)
 
 
 def _cmd_run(args: argparse.Namespace, settings: GatewaySettings) -> int:
@@ -215,6 +217,7 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
         raise
     reporter: Any = JsonLinesReporter() if json_out else ConsoleReporter(verbose=verbose)
     runtime.bus.subscribe(reporter)
+    settled()  # the collector back on, start-up frozen (gateway.start)
     try:
         await start_mcp(runtime)
         task_id = new_id()

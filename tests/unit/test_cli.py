@@ -175,13 +175,72 @@ def test_the_suggested_commands_are_typed_the_way_the_user_started_it(tmp_path: 
     assert "hermes-gateway demo" not in out.stderr
 
 
-def _script(code: str) -> subprocess.CompletedProcess[str]:
+def _script(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     import os
     import sys
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "HERMES_"))}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "HERMES_"))},
+           **env}
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120, check=False)
+
+
+#: Runs the console script (``gateway.start.script``) on ``sys.argv`` with ``settled``
+#: spied on: whether the collector was on, and how many collections had run since the
+#: script began, when the command said its start-up was done; then the collector's state.
+SETTLE_SPY = """
+import gc, sys
+import gateway.start as start
+real = start.settled
+def spy(**kw):
+    ran = sum(s["collections"] for s in gc.get_stats()) - before
+    print("start-up:", gc.isenabled(), ran, file=sys.stderr)
+    real(**kw)
+    print("settled:", gc.isenabled(), gc.get_freeze_count(), file=sys.stderr)
+start.settled = spy
+before = sum(s["collections"] for s in gc.get_stats())
+start.script()
+"""
+
+
+def _settling(stderr: str) -> list[list[str]]:
+    return [line.split()[1:] for line in stderr.splitlines()
+            if line.startswith(("start-up:", "settled:"))]
+
+
+def test_the_console_script_starts_up_without_the_cyclic_collector(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """~600 modules are imported with the collector off (it walked them ~150 times, 60-75
+    ms of a run): no collection until the command settles, then it is on again with what
+    start-up made frozen out of its walks."""
+    import os
+
+    from agent_core.models.replay import Reply
+
+    with scripted_model(monkeypatch, tmp_path, [Reply("Hi.")]):
+        given = {k: v for k, v in os.environ.items() if k.startswith(("LLM_", "HERMES_"))}
+        out = _script("import sys\nsys.argv = ['hermes-gateway', 'run', '--task', 'hi']\n"
+                      + SETTLE_SPY, **given)
+    assert out.returncode == 0 and "Hi." in out.stdout, out.stderr
+    [(off, ran), (on, frozen)] = _settling(out.stderr)
+    assert (off, ran, on) == ("False", "0", "True")
+    assert int(frozen) > 50_000, "the runtime's start-up frozen"
+    # A command that does not settle itself does at its settings (collecting first).
+    out = _script("import sys\nsys.argv = ['hermes-gateway', 'tools', '--json']\n"
+                  + SETTLE_SPY)
+    assert out.returncode == 0 and json.loads(out.stdout), out.stderr
+    [(off, ran), (on, frozen)] = _settling(out.stderr)
+    assert (off, ran, on) == ("False", "0", "True") and int(frozen) > 20_000
+
+
+def test_settling_leaves_a_collector_it_did_not_turn_off_as_it_was() -> None:
+    import gc
+
+    from gateway.start import settled
+
+    frozen = gc.get_freeze_count()
+    settled()  # main() called in this process (as here): the tests' collector stays theirs
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
 
 
 def test_the_console_script_ends_without_teardown_but_runs_exit_handlers() -> None:
