@@ -12,7 +12,13 @@ at the import of one third-party module, when that comes after ``agent_core``'s:
 - ``frozenlist`` (aiohttp's signal lists, frozen at start-up) picks its C++ build, which
   loads libstdc++ (~0.8 MB resident); it gets its pure-Python FrozenList, the same class
   (``FROZENLIST_NO_EXTENSIONS``, its own switch, set while it is imported unless the
-  environment sets it): ~0.1 µs more to iterate one, a few times a request.
+  environment sets it): ~0.1 µs more to iterate one, a few times a request;
+- ``telegram`` (python-telegram-bot) imports ``cryptography.hazmat``, when cryptography is
+  installed (other packages bring it), for Telegram Passport only, which needs a bot's
+  private key (never given here): its bindings and their own OpenSSL, ~7.5 MB resident
+  in a gateway with a Telegram channel. It imports as it does without cryptography
+  (passports are not decrypted). redis-py's own ``import cryptography`` (a flag, for OCSP
+  checks, which import the rest when used) loads none of that.
 """
 
 from __future__ import annotations
@@ -27,19 +33,22 @@ from typing import Any
 #: ``around(execute, module)``: runs the module's code by calling ``execute()``.
 Around = Callable[[Callable[[], None], types.ModuleType], None]
 
-_METRICS_SDK = "opentelemetry.sdk.metrics"
+def _without(name: str) -> Around:
+    """A hook under which importing ``name`` raises ImportError, as if it were not
+    installed (unless it is imported already: then there is nothing to spare)."""
 
+    def around(execute: Callable[[], None], module: types.ModuleType) -> None:
+        if name in sys.modules:
+            execute()
+            return
+        sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError
+        try:
+            execute()
+        finally:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
 
-def _without_metrics_sdk(execute: Callable[[], None], module: types.ModuleType) -> None:
-    if _METRICS_SDK in sys.modules:  # imported already: nothing to spare
-        execute()
-        return
-    sys.modules[_METRICS_SDK] = None  # type: ignore[assignment]  # import raises ImportError
-    try:
-        execute()
-    finally:
-        if sys.modules.get(_METRICS_SDK, 0) is None:
-            del sys.modules[_METRICS_SDK]
+    return around
 
 
 def _pure_frozenlist(execute: Callable[[], None], module: types.ModuleType) -> None:
@@ -61,8 +70,9 @@ def _defer_trust(execute: Callable[[], None], module: types.ModuleType) -> None:
 
 HOOKS: dict[str, Around] = {
     "aiohttp.connector": _defer_trust,
-    "redis.observability.providers": _without_metrics_sdk,
+    "redis.observability.providers": _without("opentelemetry.sdk.metrics"),
     "frozenlist": _pure_frozenlist,
+    "telegram": _without("cryptography.hazmat"),
 }
 
 

@@ -146,6 +146,20 @@ def test_aiohttp_s_frozen_lists_are_the_pure_python_ones_without_libstdcxx() -> 
            "assert type(signals).__mro__[1] is frozenlist.FrozenList")
 
 
+def test_python_telegram_bot_loads_no_cryptography_bindings_for_passports() -> None:
+    """Its Telegram Passport support (a bot's private key, never given here) is all it
+    imports cryptography for: ~7.5 MB of bindings and OpenSSL (agent_core.lean)."""
+    loaded("import sys, agent_core, gateway.app, adapters.telegram\n"
+           "import telegram._bot, telegram._passport.credentials as passport\n"
+           "assert not telegram._bot.CRYPTO_INSTALLED and not passport.CRYPTO_INSTALLED\n"
+           "assert 'cryptography.hazmat' not in sys.modules\n"
+           "assert '_rust.abi3' not in open('/proc/self/maps').read()\n"
+           "import cryptography.hazmat.primitives.hashes  # still there for whoever needs it")
+    # Imported first by the process itself, cryptography is the bot's to use, as it was.
+    loaded("import cryptography.hazmat.backends, agent_core, adapters.telegram\n"
+           "import telegram._bot\nassert telegram._bot.CRYPTO_INSTALLED")
+
+
 def test_aiohttp_imported_after_agent_core_reads_no_trust_store_until_it_is_used() -> None:
     """agent_core._tls: aiohttp's two default contexts defer their CA bundle reads."""
     loaded("import agent_core, aiohttp\nfrom aiohttp import connector\n"
