@@ -178,8 +178,9 @@ async def _settle_heap(_: object) -> None:
     """Take what the start allocated (modules, schemas, clients: ~120 000 objects) out of
     the garbage collector's view, its garbage collected first. Otherwise every full
     collection walks them all, and under a burst of requests one came every few hundred
-    requests and took 30-45 ms here."""
-    settled(collect=True)
+    requests and took 30-45 ms here. From then on, the collector's serving threshold
+    (``gateway.start.SERVING_THRESHOLD``)."""
+    settled(collect=True, serving=True)
 
 
 def _cmd_run(args: argparse.Namespace, settings: GatewaySettings) -> int:

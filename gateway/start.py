@@ -31,14 +31,26 @@ def script() -> NoReturn:
     run()
 
 
-def settled(*, collect: bool = False) -> None:
+#: Allocations between two young-generation collections in a serving gateway (Python's
+#: default: 700). Under load it keeps thousands of young objects alive (200 conversations'
+#: requests, tasks, buffers), which each of the default's collections walked and promoted:
+#: ~350 collections and ~260 ms of the ~3.2 s of CPU that 1000 answers took here; at
+#: 10 000, ~15 and ~50 ms (CPU per answer 2.69 -> 2.35 ms, ``bench/gateway_load.py``).
+#: Cyclic garbage waits for up to that many allocations (peak RSS: ``bench/gateway_rss.py``).
+SERVING_THRESHOLD = 10_000
+
+
+def settled(*, collect: bool = False, serving: bool = False) -> None:
     """Start-up is done. With ``collect``: its garbage collected and what is left frozen,
-    in any process. Then, if :func:`script` turned the collector off: what exists frozen
-    and the collector back on. (A process of the tests' own making, calling ``main``,
-    keeps its collector as it was.)"""
+    in any process; with ``serving``, young objects collected every
+    :data:`SERVING_THRESHOLD` allocations from now on. Then, if :func:`script` turned the
+    collector off: what exists frozen and the collector back on. (A process of the tests'
+    own making, calling ``main``, keeps its collector as it was.)"""
     if collect:
         gc.collect()
         gc.freeze()
+    if serving:
+        gc.set_threshold(SERVING_THRESHOLD, *gc.get_threshold()[1:])
     if _state["paused"]:
         _state["paused"] = False
         gc.freeze()

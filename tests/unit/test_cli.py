@@ -275,3 +275,31 @@ def test_a_run_that_cannot_build_its_tools_leaves_no_store_server_running(
     assert "tools.no_such_module" in capsys.readouterr().err
     assert (tmp_path / "valkey" / "valkey.log").is_file(), "the server had been started"
     assert not (tmp_path / "valkey" / "server.json").exists(), "and was stopped"
+
+
+def test_a_serving_process_collects_young_cycles_less_often_but_still_does() -> None:
+    import gc
+    import weakref
+
+    from gateway.start import SERVING_THRESHOLD, settled
+
+    class Node:
+        other: Any = None
+
+    was = gc.get_threshold()
+    try:
+        settled(serving=True)
+        assert gc.get_threshold() == (SERVING_THRESHOLD, *was[1:])
+        gc.collect()
+        freed: list[int] = []
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only the collector frees it
+        weakref.finalize(a, freed.append, 1)
+        del a, b
+        keep = [Node() for _ in range(SERVING_THRESHOLD // 2)]
+        assert not freed, "half the threshold allocated: not collected yet"
+        keep += [Node() for _ in range(SERVING_THRESHOLD)]
+        assert freed == [1], "past the threshold, the cycle was collected by itself"
+        del keep
+    finally:
+        gc.set_threshold(*was)
