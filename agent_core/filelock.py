@@ -4,14 +4,15 @@ What the local servers' start-up, the audit file and the sales reports need from
 file, and no more: exclusive, waited for up to a timeout, released on exit (and by the
 kernel when a holder dies). The ``filelock`` package did this at an import of ~40 modules
 and ~13-15 ms in every process (its 4.x loads decimal, secrets, platform and a registry
-for soft, async and Windows locks); this is ``fcntl.flock``, as its Unix lock is. POSIX
-only, as the embedded servers are.
+for soft, async and Windows locks); this is ``fcntl.flock``, as its Unix lock is (on
+Windows, ``msvcrt.locking`` of the file's first byte, as its Windows lock is; not run
+here, where CI is Linux).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +41,7 @@ class FileLock:
         if not self._thread.acquire(timeout=-1 if self.timeout is None else self.timeout):
             raise self._timed_out()
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited (PEP 446)
             try:
                 _flock(fd, deadline, self._timed_out)
             except BaseException:
@@ -57,7 +58,7 @@ class FileLock:
         if fd is None:
             raise RuntimeError(f"{self.path} is not locked by this FileLock")
         try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            _unlock(fd)
         finally:
             os.close(fd)
             self._thread.release()
@@ -81,18 +82,45 @@ class FileLock:
 
 def _flock(fd: int, deadline: float | None, timed_out: Callable[[], Exception]) -> None:
     """Take the lock on ``fd``, trying again (every 1 ms at first, 50 ms at most) until
-    ``deadline``; with none, blocking in the kernel."""
-    if deadline is None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    ``deadline``; with none, waiting in the kernel where it can."""
+    if deadline is None and _lock_waiting is not None:
+        _lock_waiting(fd)
         return
     pause = 0.001
-    while True:
+    while not _try_lock(fd):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise timed_out()
+        time.sleep(pause if left is None else min(pause, left))
+        pause = min(pause * 2, 0.05)
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    _lock_waiting: Callable[[int], None] | None = None
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+else:
+    import fcntl
+
+    def _lock_waiting(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def _try_lock(fd: int) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
         except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise timed_out() from None
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.05)
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
