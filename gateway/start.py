@@ -46,12 +46,12 @@ def settled(*, collect: bool = False, serving: bool = False) -> None:
     :data:`SERVING_THRESHOLD` allocations from now on. Then, if :func:`script` turned the
     collector off: what exists frozen and the collector back on. (A process of the tests'
     own making, calling ``main``, keeps its collector as it was.)"""
+    paused, _state["paused"] = _state["paused"], False
     if collect:
         gc.collect()
+    if collect or paused:
         gc.freeze()
     if serving:
         gc.set_threshold(SERVING_THRESHOLD, *gc.get_threshold()[1:])
-    if _state["paused"]:
-        _state["paused"] = False
-        gc.freeze()
+    if paused:
         gc.enable()
