@@ -24,6 +24,10 @@ CONVERSATIONS = 30
 MESSAGES = 3
 
 
+async def _refuse(info: Any) -> bool:
+    return False
+
+
 def tool_then_answer(path: str, body: dict[str, Any]) -> Any:
     """Each task takes two rounds (a tool call, then the answer), so the outage lands
     between saves of running tasks, not only before or after them."""
@@ -67,10 +71,11 @@ async def test_a_five_second_store_outage_under_traffic(make_gateway: GatewayFac
             await asyncio.sleep(0.4)
 
     senders = [asyncio.create_task(conversation(n)) for n in range(CONVERSATIONS)]
-    # Stopped once tasks are running, not only queued: a server stops within ~3 ms of
-    # being asked (SHUTDOWN), so on a busy machine acked tasks may not be claimed yet.
-    await h.wait_for(lambda: len(acked) >= CONVERSATIONS // 2
-                     and len(h.model.requests) >= CONVERSATIONS // 2, timeout=60)
+    await h.wait_for(lambda: len(acked) >= CONVERSATIONS // 2, timeout=60)
+    # The outage an operator's SIGTERM makes: the server serves on until its next cron tick
+    # (~50 ms), so tasks claimed by then are caught mid-flight. (Our own stop asks with
+    # SHUTDOWN and is gone in ~3 ms: on a busy machine no task had been claimed yet.)
+    server.ask_to_stop = _refuse  # type: ignore[method-assign]
     await server.stop()
     in_flight = len(acked) - len(answers(h))
     await asyncio.sleep(5)

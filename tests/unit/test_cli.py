@@ -260,7 +260,12 @@ def test_the_console_script_ends_without_teardown_but_runs_exit_handlers() -> No
 
 def test_the_console_script_waits_for_a_thread_still_working() -> None:
     out = _script("import sys, threading, time\nfrom gateway import cli\n"
-                  "def late():\n    time.sleep(0.3)\n    print('thread finished', flush=True)\n"
+                  "done, real = threading.Event(), cli.main\n"
+                  "def main():\n    try:\n        return real()\n    finally:\n"
+                  "        done.set()\n"
+                  "cli.main = main\n"
+                  "def late():  # still at work when the command has returned\n"
+                  "    done.wait()\n    time.sleep(0.3)\n    print('thread finished', flush=True)\n"
                   "threading.Thread(target=late).start()\n"
                   "sys.argv = ['hermes-gateway', 'tools', '--json']\ncli.script()")
     assert out.returncode == 0 and out.stdout.rstrip().endswith("thread finished"), out
