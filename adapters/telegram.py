@@ -27,9 +27,8 @@ from aiohttp import web
 from telegram import Bot, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
-from telegram.request import HTTPXRequest
 
-from agent_core import StoreUnavailableError, tls_client_context
+from agent_core import StoreUnavailableError
 
 from .base import (
     Channel,
@@ -43,6 +42,7 @@ from .base import (
 from .errors import DeliveryError
 from .markup import split_text, to_telegram_html
 from .pacing import Pacer
+from .telegram_http import AiohttpRequest
 from .telegram_updates import inbound_of, interaction_of
 
 log = logging.getLogger(__name__)
@@ -75,13 +75,10 @@ class TelegramChannel(Channel):
     ) -> None:
         api = api_url.rstrip("/")
         #: The Bot API client; its pools as PTB's Application builds them (256 connections
-        #: for sending, one for the long poll), verifying with the process's one trust
-        #: store (httpx would read a CA bundle into a context of its own for each client).
-        tls = {"verify": tls_client_context()}
+        #: for sending, one for the long poll), on aiohttp.
         self.bot = Bot(token, base_url=f"{api}/bot", base_file_url=f"{api}/file/bot",
-                       request=HTTPXRequest(connection_pool_size=256, httpx_kwargs=tls),
-                       get_updates_request=HTTPXRequest(connection_pool_size=1,
-                                                        httpx_kwargs=tls))
+                       request=AiohttpRequest(pool_size=256),
+                       get_updates_request=AiohttpRequest(pool_size=1))
         self.webhook_secret = webhook_secret
         self.ingest = ingest
         self.interact = interact

@@ -13,8 +13,8 @@ while it was built and makes them, in order and once, before its first handshake
 look at its store: the same files and the same verification, read when first needed.
 aiohttp's two default contexts are such contexts when aiohttp is imported after
 ``agent_core`` (:func:`defer_default_contexts`, an import hook of ``agent_core.lean``);
-:func:`tls_client_context` is the verified one, for other clients (python-telegram-bot's
-httpx) to share one trust store.
+:func:`tls_client_context` is the verified one, for clients of other libraries to share
+one trust store.
 """
 
 from __future__ import annotations

@@ -114,15 +114,3 @@ async def test_a_deferred_context_verifies_at_its_first_handshake(
     finally:
         server.close()
         await server.wait_closed()
-
-
-def test_the_telegram_bot_s_clients_verify_with_the_process_s_one_trust_store() -> None:
-    from adapters.telegram import TelegramChannel
-
-    async def ingest(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("not called")
-
-    channel = TelegramChannel(token="1:x", webhook_secret=None, ingest=ingest)
-    pools = [request._client._transport._pool for request in channel.bot._request]
-    assert len(pools) == 2
-    assert all(pool._ssl_context is _tls.tls_client_context() for pool in pools)
