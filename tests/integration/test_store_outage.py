@@ -36,6 +36,17 @@ def tool_then_answer(path: str, body: dict[str, Any]) -> Any:
     return answer_echo(path, body)
 
 
+def thread_of(h: Harness, message: dict[str, Any]) -> tuple[str, str]:
+    """The thread a message is in: a post's own, or for an edit (a notice or an answer put
+    in place of "working"), that of the message it edits. Each mention is its own thread,
+    so its own conversation: a notice twice in one is a user told twice."""
+    assert h.slack is not None
+    if message.get("thread_ts"):
+        return message["channel"], message["thread_ts"]
+    posted = {p["ts"]: p.get("thread_ts") for p in h.slack.of("chat.postMessage")}
+    return message["channel"], posted.get(message["ts"]) or message["ts"]
+
+
 async def deliver_like_slack(h: Harness, text: str, channel: str, acked: list[str]) -> None:
     """POST one event until it gets a 2xx (the same event id each time, as Slack retries)."""
     body = event_body(mention(text, channel=channel))
@@ -92,8 +103,7 @@ async def test_a_five_second_store_outage_under_traffic(make_gateway: GatewayFac
         await asyncio.sleep(2)  # a late duplicate would come now: 2 s of quiet first
         texts = shown()
         assert in_flight >= 10, "the outage must catch tasks mid-flight"
-        notices = Counter((a["channel"], a.get("thread_ts")) for a in answers(h)
-                          if a["text"] == DELAYED)
+        notices = Counter(thread_of(h, a) for a in answers(h) if a["text"] == DELAYED)
         assert all(n == 1 for n in notices.values()), f"a delay told twice: {notices}"
         if wait < 5:
             assert notices, "users whose answers waited past the wait were told"
