@@ -31,13 +31,13 @@ class Ranks(Protocol):
 
 class BPECounter:
     """Token counts of text under one table (``ranks``: token bytes -> rank) and
-    pre-tokenizer pattern (tiktoken's ``pat_str``, needing the ``regex`` module)."""
+    pre-tokenizer pattern (tiktoken's ``pat_str``: ``pretokenize.splitter``)."""
 
     def __init__(self, ranks: Ranks, pattern: str) -> None:
-        import regex  # tiktoken's own dependency: \\p{L}, possessive quantifiers
+        from .pretokenize import splitter
 
         self._ranks = ranks
-        self._split = regex.compile(pattern).findall
+        self._split = splitter(pattern)
         #: Pieces counted before, one token or several (a compact table's lookup costs
         #: ~10x a dict's; text repeats its pieces).
         self._seen: dict[str, int] = {}
