@@ -8,7 +8,9 @@ requests (form fields, or multipart with the files to upload, PTB's User-Agent) 
 verifying with aiohttp's default context (the process's one trust store,
 ``agent_core._tls``), and keeps PTB's contract: a timeout is ``TimedOut``,
 any other transport failure ``NetworkError``, and the status and body go back to PTB, which
-reads the Bot API's own errors (429 retry_after, 400, 403) from them.
+reads the Bot API's own errors (429 retry_after, 400, 403) from them. As httpx did: the
+proxy HTTP(S)_PROXY / NO_PROXY name (looked up once per host), no redirects followed, no
+cookies kept.
 
 Timeouts as PTB gives them (its defaults: 5 s to connect, read and write, 1 s for a free
 connection, 20 s to write an upload): ``pool + connect`` to have a connection, ``read``
@@ -21,9 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from telegram._utils.defaultvalue import DefaultValue
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
+from yarl import URL
 
 
 class AiohttpRequest(BaseRequest):
@@ -38,6 +42,7 @@ class AiohttpRequest(BaseRequest):
                           "connect": connect_timeout, "pool": pool_timeout}
         self._media_write_timeout = media_write_timeout
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str | None, int | None], tuple[URL | None, Any]] = {}
 
     @property
     def read_timeout(self) -> float | None:
@@ -47,7 +52,8 @@ class AiohttpRequest(BaseRequest):
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.pool_size),
-                headers={"User-Agent": self.USER_AGENT}, timeout=aiohttp.ClientTimeout())
+                headers={"User-Agent": self.USER_AGENT}, timeout=aiohttp.ClientTimeout(),
+                cookie_jar=aiohttp.DummyCookieJar())
 
     async def shutdown(self) -> None:
         session, self._session = self._session, None
@@ -77,14 +83,27 @@ class AiohttpRequest(BaseRequest):
         timeout = aiohttp.ClientTimeout(
             total=_sum(read, write, connect, pool), connect=_sum(pool, connect),
             sock_connect=connect, sock_read=read)
+        target = URL(url)
+        proxy, proxy_auth = self._proxy_for(target)
         try:
-            async with session.request(method, url, data=_body(fields, files),
-                                       timeout=timeout) as response:
+            async with session.request(method, target, data=_body(fields, files),
+                                       timeout=timeout, allow_redirects=False, proxy=proxy,
+                                       proxy_auth=proxy_auth) as response:
                 return response.status, await response.read()
         except TimeoutError as exc:  # aiohttp's timeouts
             raise TimedOut(f"Timed out: {type(exc).__name__}") from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
+
+    def _proxy_for(self, url: URL) -> tuple[URL | None, Any]:
+        """HTTP(S)_PROXY / NO_PROXY's proxy for ``url``'s host, looked up once."""
+        key = (url.scheme, url.host, url.port)
+        if key not in self._proxies:
+            try:
+                self._proxies[key] = get_env_proxy_for_url(url)
+            except LookupError:
+                self._proxies[key] = (None, None)
+        return self._proxies[key]
 
     @staticmethod
     def _given(value: Any, default: float | None) -> float | None:

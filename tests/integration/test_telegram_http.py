@@ -157,3 +157,23 @@ async def test_a_bot_api_whose_certificate_is_not_trusted_is_refused() -> None:
     finally:
         await request.shutdown()
         await runner.cleanup()
+
+
+async def test_the_proxy_the_environment_names_is_used(api: TelegramAPI,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY",
+                 "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", api.url)  # the stand-in, as a forward proxy
+    monkeypatch.setenv("http_proxy", api.url)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here: only the proxy can answer
+    request = AiohttpRequest(pool_size=1)
+    await request.initialize()
+    try:
+        assert await username(request, f"http://127.0.0.1:{port}/bot{TOKEN}/getMe") \
+            == "hermes_test_bot"
+    finally:
+        await request.shutdown()
+    assert [m for m, _ in api.calls] == ["getMe"]
