@@ -23,11 +23,12 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
 from telegram._utils.defaultvalue import DefaultValue
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 from yarl import URL
+
+from agent_core import EnvProxies
 
 
 class AiohttpRequest(BaseRequest):
@@ -42,7 +43,7 @@ class AiohttpRequest(BaseRequest):
                           "connect": connect_timeout, "pool": pool_timeout}
         self._media_write_timeout = media_write_timeout
         self._session: aiohttp.ClientSession | None = None
-        self._proxies: dict[tuple[str, str | None, int | None], tuple[URL | None, Any]] = {}
+        self._proxy_for = EnvProxies()
 
     @property
     def read_timeout(self) -> float | None:
@@ -94,16 +95,6 @@ class AiohttpRequest(BaseRequest):
             raise TimedOut(f"Timed out: {type(exc).__name__}") from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
-
-    def _proxy_for(self, url: URL) -> tuple[URL | None, Any]:
-        """HTTP(S)_PROXY / NO_PROXY's proxy for ``url``'s host, looked up once."""
-        key = (url.scheme, url.host, url.port)
-        if key not in self._proxies:
-            try:
-                self._proxies[key] = get_env_proxy_for_url(url)
-            except LookupError:
-                self._proxies[key] = (None, None)
-        return self._proxies[key]
 
     @staticmethod
     def _given(value: Any, default: float | None) -> float | None:

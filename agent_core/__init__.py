@@ -61,6 +61,7 @@ __all__ = [
     "DecisionParser",
     "DecisionType",
     "Delegated",
+    "EnvProxies",
     "Event",
     "EventBus",
     "EventType",
@@ -97,10 +98,12 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .filelock import FileLock
+    from .models._transport import EnvProxies
     from .settings import Settings, load_settings
 
 __getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings",
-                                      "FileLock": "filelock"})
+                                      "FileLock": "filelock",
+                                      "EnvProxies": "models._transport"})
 
 # Reading the CA bundle (aiohttp), importing OpenTelemetry's metrics SDK (redis-py),
 # loading libstdc++ (frozenlist), when they are imported later: agent_core.lean.

@@ -51,15 +51,32 @@ def classify(exc: BaseException) -> Kind | None:
     return None
 
 
+class EnvProxies:
+    """The proxy (and its credentials) that HTTP(S)_PROXY / NO_PROXY name for a URL's
+    scheme, host and port, looked up once each (aiohttp's ``trust_env`` looks it up, and
+    reads netrc, in a thread on every request)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str | None, int | None], tuple[URL | None, Any]] = {}
+
+    def __call__(self, url: URL) -> tuple[URL | None, Any]:
+        key = (url.scheme, url.host, url.port)
+        if key not in self._known:
+            try:
+                self._known[key] = get_env_proxy_for_url(url)
+            except LookupError:
+                self._known[key] = (None, None)
+        return self._known[key]
+
+
 class Pool:
     """One lazily created ``aiohttp.ClientSession`` (it needs the running loop).
 
-    Proxies come from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), looked up once
-    per host (aiohttp's ``trust_env`` would do it, and a netrc lookup, in a thread on every
-    request). No cookies are kept. Bodies are decompressed (gzip, deflate). Certificates
-    are verified with aiohttp's default context: the system's trust store, or
-    SSL_CERT_FILE / SSL_CERT_DIR when set, read at the first handshake (agent_core._tls;
-    httpx used certifi's bundle, and a second context cost ~50 ms at the first request)."""
+    Proxies come from the environment (``EnvProxies``). No cookies are kept. Bodies are
+    decompressed (gzip, deflate). Certificates are verified with aiohttp's default context:
+    the system's trust store, or SSL_CERT_FILE / SSL_CERT_DIR when set, read at the first
+    handshake (agent_core._tls; httpx used certifi's bundle, and a second context cost
+    ~50 ms at the first request)."""
 
     def __init__(self, *, headers: dict[str, str], max_connections: int = 200,
                  keepalive_expiry: float = 5.0) -> None:
@@ -67,7 +84,7 @@ class Pool:
         self._limit = max_connections
         self._keepalive = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None
-        self._proxies: dict[tuple[str, str | None, int | None], tuple[URL | None, Any]] = {}
+        self._proxy_for = EnvProxies()
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -76,15 +93,6 @@ class Pool:
                 connector=connector, headers=self._headers,
                 cookie_jar=aiohttp.DummyCookieJar())
         return self._session
-
-    def _proxy_for(self, url: URL) -> tuple[URL | None, Any]:
-        key = (url.scheme, url.host, url.port)
-        if key not in self._proxies:
-            try:
-                self._proxies[key] = get_env_proxy_for_url(url)
-            except LookupError:
-                self._proxies[key] = (None, None)
-        return self._proxies[key]
 
     async def post(self, url: str, body: bytes, *, connect: float, read: float
                    ) -> aiohttp.ClientResponse:
