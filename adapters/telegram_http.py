@@ -23,12 +23,14 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-from telegram._utils.defaultvalue import DefaultValue
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 from yarl import URL
 
 from agent_core import EnvProxies
+
+#: The type of PTB's "not given" timeouts (``BaseRequest.DEFAULT_NONE``).
+_NOT_GIVEN = type(BaseRequest.DEFAULT_NONE)
 
 
 class AiohttpRequest(BaseRequest):
@@ -98,7 +100,7 @@ class AiohttpRequest(BaseRequest):
 
     @staticmethod
     def _given(value: Any, default: float | None) -> float | None:
-        if isinstance(value, DefaultValue):
+        if isinstance(value, _NOT_GIVEN):
             return default
         return None if value is None else float(value)
 
