@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import ssl
 import tempfile
 import time
 import uuid
@@ -211,3 +212,29 @@ async def callback_server() -> AsyncIterator[dict[str, Any]]:
     state["url"] = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
     yield state
     await runner.cleanup()
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LocalHTTP = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+async def local_http() -> AsyncIterator[LocalHTTP]:
+    """``await local_http(path, handler, ssl_context=None)``: a local server answering POSTs
+    to ``path`` (a route pattern) with ``handler``; its base URL. Stopped with the test."""
+    runners: list[web.AppRunner] = []
+
+    async def start(path: str, handler: Handler, *,
+                    ssl_context: ssl.SSLContext | None = None) -> str:
+        app = web.Application()
+        app.router.add_post(path, handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        runners.append(runner)
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context).start()
+        scheme = "https" if ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{runner.addresses[0][1]}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()

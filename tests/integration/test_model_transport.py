@@ -8,7 +8,7 @@ import json
 import os
 import ssl
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -19,26 +19,15 @@ from agent_core.errors import ModelTimeoutError, ModelUnreachableError
 from agent_core.messages import Message
 from agent_core.models import ModelRequest
 from agent_core.models._http import ModelHTTP
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from tests.integration.conftest import Handler, LocalHTTP
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
-    runners: list[web.AppRunner] = []
-
+def serve(local_http: LocalHTTP) -> Callable[[Handler], Awaitable[str]]:
     async def start(handler: Handler) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat", handler)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        return await local_http("/v1/chat", handler) + "/v1"
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 def client(url: str, *, timeout: float = 5.0, retries: int = 0) -> ModelHTTP:

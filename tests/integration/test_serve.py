@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.webhook import signed_headers
 from agent_core.models.replay import ReplayModelServer
+from agent_core.store.embedded import free_port
 from tests.integration.conftest import answer_echo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,12 +32,6 @@ def parse_metrics(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
     """Samples of a Prometheus exposition, by name and sorted labels."""
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Serve:

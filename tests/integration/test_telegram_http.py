@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +18,8 @@ from telegram.error import BadRequest, NetworkError, TimedOut
 
 from adapters.telegram import TelegramChannel
 from adapters.telegram_http import AiohttpRequest
+from agent_core.store.embedded import free_port
+from tests.integration.conftest import LocalHTTP
 from tests.standins.telegram_api import TelegramAPI
 
 TOKEN = "123456:test-token"
@@ -60,7 +61,7 @@ async def test_the_bot_api_s_own_errors_are_ptb_s(api: TelegramAPI) -> None:
             await bot.send_message(chat_id=1, text="x")
 
 
-async def test_a_server_that_never_answers_is_timed_out() -> None:
+async def test_a_server_that_never_answers_is_timed_out(local_http: LocalHTTP) -> None:
     never = asyncio.Event()
     seen: list[str] = []
 
@@ -69,13 +70,7 @@ async def test_a_server_that_never_answers_is_timed_out() -> None:
         await never.wait()
         return web.json_response({})
 
-    app = web.Application()
-    app.router.add_post("/bot{token}/{method}", hold)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    bot = bot_for(url)
+    bot = bot_for(await local_http("/bot{token}/{method}", hold))
     await bot._request[1].initialize()  # no getMe: the server never answers it
     try:
         with pytest.raises(TimedOut):
@@ -84,13 +79,10 @@ async def test_a_server_that_never_answers_is_timed_out() -> None:
     finally:
         never.set()
         await bot._request[1].shutdown()
-        await runner.cleanup()
 
 
 async def test_a_refused_connection_is_a_network_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     request = AiohttpRequest(pool_size=1)
     await request.initialize()
     try:
@@ -133,7 +125,8 @@ def test_the_channel_s_bot_has_the_pools_ptb_s_application_would_give_it() -> No
     assert sizes == [1, 256]  # the long poll's, then sending's: all ours
 
 
-async def test_a_bot_api_whose_certificate_is_not_trusted_is_refused() -> None:
+async def test_a_bot_api_whose_certificate_is_not_trusted_is_refused(local_http: LocalHTTP
+                                                                    ) -> None:
     unknown = trustme.CA()  # a CA in no trust store of this process
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     unknown.issue_cert("127.0.0.1").configure_cert(server_ctx)
@@ -143,20 +136,15 @@ async def test_a_bot_api_whose_certificate_is_not_trusted_is_refused() -> None:
         reached.append(request.path)
         return web.json_response({"ok": True, "result": {}})
 
-    app = web.Application()
-    app.router.add_post("/bot{token}/{method}", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx).start()
+    url = await local_http("/bot{token}/{method}", answer, ssl_context=server_ctx)
     request = AiohttpRequest(pool_size=1)
     await request.initialize()
     try:
         with pytest.raises(NetworkError, match="Certificate"):
-            await request.post(f"https://127.0.0.1:{runner.addresses[0][1]}/bot{TOKEN}/getMe")
+            await request.post(f"{url}/bot{TOKEN}/getMe")
         assert reached == [], "the request (and the token in its path) never left"
     finally:
         await request.shutdown()
-        await runner.cleanup()
 
 
 async def test_the_proxy_the_environment_names_is_used(api: TelegramAPI,
@@ -166,9 +154,7 @@ async def test_the_proxy_the_environment_names_is_used(api: TelegramAPI,
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", api.url)  # the stand-in, as a forward proxy
     monkeypatch.setenv("http_proxy", api.url)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here: only the proxy can answer
+    port = free_port()  # nothing listens there: only the proxy can answer
     request = AiohttpRequest(pool_size=1)
     await request.initialize()
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from agent_core.mcp import McpServerConfig, McpServers
+from agent_core.store.embedded import free_port
 from agent_core.tools import ToolContext, ToolExecutor, ToolRegistry
 from tests.integration.conftest import make_gateway  # noqa: F401 - the gateway fixture
 
@@ -87,12 +87,6 @@ def caller(tmp_path: Path, *, role: str = "admin", notes: list[str] | None = Non
         workdir=tmp_path / "sandbox", task_id="t1",
         progress=notes.append if notes is not None else None,
         attachments=(lambda *a: files.append(a)) if files is not None else None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class HttpEverything:
