@@ -21,6 +21,7 @@ agent_core.context.pretokenize`` prints the ranges for the installed ones, and
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -87,20 +88,20 @@ ODD = (
 Split = Callable[[str], list[str]]
 
 
+def odd_is_current() -> bool:
+    """Whether ODD was computed for this Python's Unicode and the installed regex."""
+    return (unicodedata.unidata_version, _regex_version()) == FOR
+
+
 def splitter(pattern: str) -> Split:
     """``findall`` of ``pattern``: on ``re`` where that splits the same, else ``regex``."""
-    if pattern != CL100K or (unicodedata.unidata_version, _regex_version()) != FOR:
+    if pattern != CL100K or not odd_is_current():
         return _regex_findall(pattern)
     fast = re.compile(STDLIB_CL100K).findall
     odd = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ODD) + "]").search
-    slow: list[Split] = []
 
     def split(text: str) -> list[str]:
-        if odd(text) is None:
-            return fast(text)
-        if not slow:
-            slow.append(_regex_findall(pattern))
-        return slow[0](text)
+        return fast(text) if odd(text) is None else _regex_findall(pattern)(text)
 
     return split
 
@@ -122,7 +123,9 @@ def odd_ranges() -> list[tuple[int, int]]:
     return ranges
 
 
+@functools.cache
 def _regex_findall(pattern: str) -> Split:
+    """``pattern`` compiled by ``regex``, once (imported at the first call)."""
     import regex  # tiktoken's own dependency
 
     return regex.compile(pattern).findall  # type: ignore[no-any-return]

@@ -5,14 +5,13 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import unicodedata
 from pathlib import Path
 
 import pytest
 import regex
 
 from agent_core.context import pretokenize
-from agent_core.context.pretokenize import CL100K, FOR, ODD, odd_ranges, splitter
+from agent_core.context.pretokenize import CL100K, ODD, odd_is_current, odd_ranges, splitter
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Characters of every kind the pattern tells apart, the ODD ones among them.
@@ -23,8 +22,7 @@ POOL = ("abcXYZ sdmtlverSDMTLVER'''  \t\r\n\r\n\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3
 
 
 def test_odd_holds_for_the_engines_it_names() -> None:
-    installed = (unicodedata.unidata_version, pretokenize._regex_version())
-    if installed == FOR:
+    if odd_is_current():
         assert odd_ranges() == list(ODD), "ODD is out of date: python -m " \
             "agent_core.context.pretokenize prints it anew"
     else:  # another Python or regex than ODD was computed with: regex splits everything
@@ -37,8 +35,7 @@ def test_other_engines_or_patterns_split_with_regex(monkeypatch: pytest.MonkeyPa
     assert isinstance(getattr(splitter(CL100K), "__self__", None), regex.Pattern)
 
 
-@pytest.mark.skipif((unicodedata.unidata_version, pretokenize._regex_version()) != FOR,
-                    reason="regex splits everything with these versions")
+@pytest.mark.skipif(not odd_is_current(), reason="regex splits everything with these versions")
 def test_any_text_splits_as_with_regex() -> None:
     split, reference = splitter(CL100K), regex.compile(CL100K).findall
     assert not isinstance(getattr(split, "__self__", None), regex.Pattern)
@@ -62,5 +59,4 @@ def test_plain_text_is_counted_without_regex_and_odd_text_with_it() -> None:
         "print('regex' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                          text=True, timeout=120, check=True).stdout.split()
-    installed = (unicodedata.unidata_version, pretokenize._regex_version())
-    assert out == (["False", "True"] if installed == FOR else ["True", "True"])
+    assert out == (["False", "True"] if odd_is_current() else ["True", "True"])
