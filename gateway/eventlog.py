@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
@@ -55,7 +56,7 @@ class EventLog:
         self._writer: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._flush = asyncio.Event()
-        self._watchers: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self._watchers: dict[str, _Watcher] = {}
         self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
     def start(self) -> None:
@@ -71,46 +72,49 @@ class EventLog:
             self._writer = None
 
     def close_followers(self) -> None:
-        """End every ``follow`` now, and those started later at once (the process is
-        stopping: an SSE client reconnects, to another replica, with Last-Event-ID)."""
+        """End every ``follow`` and ``watch`` now, and those started later at once (the
+        process is stopping: an SSE client reconnects, to another replica, with
+        Last-Event-ID)."""
         self._closing.set()
+        for watcher in self._watchers.values():
+            watcher.wake()
 
     def __call__(self, event: Event) -> None:
         """EventBus handler."""
         if event.task_id and str(event.type) not in _SKIP:
-            self._queue.put_nowait(event)
             if event.type == _LAST:
-                self._flush.set()
+                # First the caller waiting for it, so that it answers before the writer and
+                # the task's own bookkeeping run (they are woken after it).
                 watcher = self._watchers.get(event.task_id)
                 if watcher is not None:
-                    watcher.put_nowait(event.to_dict())
+                    watcher.put(event.to_dict())
+                self._flush.set()
+            self._queue.put_nowait(event)
 
     @contextlib.contextmanager
     def watch(self, task_id: str) -> Iterator[AsyncGenerator[dict[str, Any], None]]:
         """The task's AGENT_FINISHED events as this process emits them, from now until the
         block ends or ``close_followers``: what a caller whose task runs here waits on
         instead of reading the stream back (each is given at once, ahead of its write: the
-        task's state is saved before it is emitted)."""
-        found: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._watchers[task_id] = found
+        task's state is saved before it is emitted). The caller resumes on the loop's next
+        turn after the emit."""
+        watcher = _Watcher()
+        self._watchers[task_id] = watcher
         try:
-            yield self._until_closing(found)
+            yield self._until_closing(watcher)
         finally:
             self._watchers.pop(task_id, None)
 
-    async def _until_closing(self, found: asyncio.Queue[dict[str, Any]]
-                             ) -> AsyncGenerator[dict[str, Any], None]:
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            while not self._closing.is_set():
-                getting = asyncio.ensure_future(found.get())
-                await asyncio.wait((getting, closing), return_when=asyncio.FIRST_COMPLETED)
-                if not getting.done():
-                    getting.cancel()
-                    return
-                yield getting.result()
-        finally:
-            closing.cancel()
+    async def _until_closing(self, watcher: _Watcher) -> AsyncGenerator[dict[str, Any], None]:
+        while not self._closing.is_set():
+            if watcher.found:
+                yield watcher.found.popleft()
+                continue
+            watcher.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await watcher.waiter
+            finally:
+                watcher.waiter = None
 
     async def _write_loop(self) -> None:
         while True:
@@ -199,6 +203,25 @@ class EventLog:
     async def _read_new(self, task_id: str, after: str, poll: float) -> Any:
         return await self.blocking.xread({self.keys.task_events(task_id): after},
                                          block=int(poll * 1000), count=500)
+
+
+class _Watcher:
+    """One watched task's events not yet taken, and the future its caller is parked on
+    (resolved by the emit itself: no task or queue in between)."""
+
+    __slots__ = ("found", "waiter")
+
+    def __init__(self) -> None:
+        self.found: deque[dict[str, Any]] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, event: dict[str, Any]) -> None:
+        self.found.append(event)
+        self.wake()
+
+    def wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
 
 def _row(row: Any) -> dict[str, Any]:

@@ -181,3 +181,24 @@ async def test_a_watch_gives_its_task_s_last_event_as_emitted_until_followers_cl
         assert log._watchers == {}, "the watch ended with its block"
     finally:
         await client.aclose()
+
+
+async def test_a_watch_resumes_its_caller_on_the_loop_s_next_turn(redis_url: str) -> None:
+    # A synchronous /agent/run answers from here: the emit itself wakes it, ahead of the
+    # writer and of the task's own bookkeeping (which run in the turns after).
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    try:
+        with log.watch("task-n") as finished:
+            waiting = asyncio.ensure_future(anext(finished))
+            await asyncio.sleep(0)  # parked on its future
+            log(Event(EventType.AGENT_FINISHED, "t", "c1", 0, {"outcome": "answered"},
+                      task_id="task-n"))
+            turns = 0
+            while not waiting.done():
+                turns += 1
+                await asyncio.sleep(0)
+            assert turns == 1
+            assert waiting.result()["payload"] == {"outcome": "answered"}
+    finally:
+        await client.aclose()
