@@ -34,9 +34,16 @@ _next_trace_id: ContextVar[int | None] = ContextVar("hermes_next_trace_id", defa
 
 
 class _NoSpan:
-    """What ``span()`` yields when tracing is off: accepts everything, records nothing."""
+    """What ``span()`` is, and yields, when tracing is off: accepts everything, records
+    nothing (a context manager of its own, not a generator per block)."""
 
     __slots__ = ()
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Nothing: an exception goes on."""
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Nothing."""
@@ -154,17 +161,24 @@ def _start(tracer: Any, name: str, attributes: Mapping[str, Any] | None, *,
             _next_trace_id.reset(token)
 
 
-@contextlib.contextmanager
 def span(name: str, attributes: Mapping[str, Any] | None = None, *,
          parent: str | None = None, trace_id: str | None = None,
-         start_time: float | None = None, kind: str = "internal") -> Iterator[Any]:
+         start_time: float | None = None, kind: str = "internal"
+         ) -> contextlib.AbstractContextManager[Any]:
     """A span around the block: the current span's child, or ``parent``'s (a traceparent
     string) when given, or the root of a new trace whose id is ``trace_id``. An exception
     leaving the block marks it failed with the exception's type (never its message)."""
     tracer = _state["tracer"]
     if tracer is None:
-        yield NO_SPAN
-        return
+        return NO_SPAN
+    return _recording(tracer, name, attributes, parent=parent, trace_id=trace_id,
+                      start_time=start_time, kind=kind)
+
+
+@contextlib.contextmanager
+def _recording(tracer: Any, name: str, attributes: Mapping[str, Any] | None, *,
+               parent: str | None, trace_id: str | None, start_time: float | None,
+               kind: str) -> Iterator[Any]:
     from opentelemetry.trace import use_span
 
     started = _start(tracer, name, attributes, parent=parent, trace_id=trace_id,

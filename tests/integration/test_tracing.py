@@ -217,3 +217,14 @@ def test_without_an_endpoint_the_sdk_is_never_imported() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_without_an_endpoint_a_span_is_the_shared_no_op_and_lets_errors_through() -> None:
+    assert not tracing.enabled()
+    first = tracing.span("a", {"k": 1}, trace_id="0" * 32)
+    assert first is tracing.span("b", kind="client") is tracing.NO_SPAN
+    with first as span:
+        span.set_attributes({"k": 2})
+        span.fail("ValueError")
+    with pytest.raises(ValueError, match="kept"), tracing.span("c"):
+        raise ValueError("kept")
