@@ -66,7 +66,7 @@ def sandbox_dir(data_dir: Path, conversation_id: str, task_id: str) -> Path:
     """Where a task's sandbox lives: under the data directory, one folder per
     conversation, one per task within it."""
     safe = conversation_id.replace("/", "_").replace(":", "_")
-    return Path(data_dir) / "sandboxes" / safe / task_id
+    return Path(data_dir).joinpath("sandboxes", safe, task_id)  # one parse, not three
 
 
 def resolve(workdir: Path, user_path: str) -> Path:
