@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.struct_pb2 import Value
+
+from agent_core import new_id
 
 __all__ = ["Call", "CardInfo", "Inbound", "RpcError", "Skill", "card", "error", "event_json",
            "finish", "load_task", "parse", "pb", "progress", "read_call", "read_send",
@@ -195,7 +196,7 @@ def agent_message(task: Any, text: str, data: dict[str, Any] | None = None) -> A
     parts = [pb.Part(text=text)] if text else []
     if data:
         parts.append(pb.Part(data=_value(data)))
-    return pb.Message(message_id=uuid.uuid4().hex, role=pb.ROLE_AGENT, parts=parts,
+    return pb.Message(message_id=new_id(), role=pb.ROLE_AGENT, parts=parts,
                       task_id=task.id, context_id=task.context_id)
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import abc
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
+
+from agent_core import new_id
 
 ChannelName = Literal["slack", "telegram", "webhook", "webchat", "api", "schedule"]
 OutboundKind = Literal["answer", "question", "approval", "notice", "error"]
@@ -46,7 +47,7 @@ class InboundMessage(BaseModel):
     space_id: str = ""
     #: Channel within the space (Slack channel id), for allowlists.
     room_id: str = ""
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
 
     def reply(self, text: str, kind: OutboundKind = "answer", **fields: Any
               ) -> OutboundMessage:

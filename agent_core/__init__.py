@@ -23,6 +23,7 @@ from .errors import (
 )
 from .events import Event, EventBus, EventType
 from .exports import lazy_exports
+from .ids import new_id
 from .loop import Approval, LoopConfig, TaskLoop
 from .messages import Message, ToolCall
 from .parser import DecisionParser
@@ -92,6 +93,7 @@ __all__ = [
     "ToolResult",
     "lazy_exports",
     "load_settings",
+    "new_id",
     "tls_client_context",
     "tool",
 ]

@@ -6,9 +6,10 @@ Model adapters translate these to each wire format; the store persists them as J
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .ids import new_id
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -41,7 +42,7 @@ class Message:
     role: Role
     content: str = ""
     kind: Kind = "user"
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    id: str = field(default_factory=lambda: new_id(16))
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .ids import new_id
 from .messages import ToolCall
 from .report import TaskReport
 from .tools.policies import TaskFailures
@@ -38,11 +38,6 @@ PAUSED: frozenset[TaskStatus] = frozenset({"asked_user", "awaiting_approval"})
 ACTIVE: frozenset[TaskStatus] = frozenset({"queued", "running"})
 
 
-def new_id() -> str:
-    """A short random id for tasks and traces."""
-    return uuid.uuid4().hex[:16]
-
-
 @dataclass(slots=True)
 class TaskControl:
     """Hooks through which the gateway steers a running task (all optional).
@@ -66,8 +61,8 @@ class TaskRequest:
     #: Least privilege unless said otherwise: a task built without a role may only read.
     role: str = "user"
     permissions: frozenset[str] = frozenset({"read"})
-    task_id: str = field(default_factory=new_id)
-    trace_id: str = field(default_factory=new_id)
+    task_id: str = field(default_factory=lambda: new_id(16))
+    trace_id: str = field(default_factory=lambda: new_id(16))
     workdir: Path | None = None
     #: The deployment's data directory, for tools (``ToolContext.data_dir``).
     data_dir: Path | None = None
@@ -93,7 +88,7 @@ class PendingApproval(BaseModel):
 
     model_config = ConfigDict(defer_build=True)
 
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
+    id: str = Field(default_factory=lambda: new_id(16))
     call_id: str
     tool_name: str
     arguments: dict[str, Any]

@@ -9,7 +9,6 @@ its pending calls persisted; ``apply_approval`` continues from there.
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,6 +16,7 @@ from .context.tokens import TokenCounter
 from .decisions import AgentDecision
 from .errors import ApprovalRequired, TaskInterrupted
 from .events import EventType
+from .ids import new_id
 from .journal import Journal
 from .messages import Message, ToolCall
 from .models.base import ModelResponse
@@ -60,7 +60,7 @@ class ToolTurn:
             if d.type not in ("tool_call", "invalid", "final_answer", "ask_user"):
                 continue
             call_id = d.call_id if d.call_id and d.call_id not in seen else \
-                f"call_{uuid.uuid4().hex[:12]}"
+                f"call_{new_id(12)}"
             seen.add(call_id)
             if d.type == "tool_call" and d.tool_name:
                 calls.append(ToolCall(call_id, d.tool_name, d.arguments))

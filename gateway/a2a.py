@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from adapters import a2a
 from adapters.base import InboundMessage
 from agent_core import PAUSED, TERMINAL
+from agent_core.ids import new_id
 
 from .a2a_tasks import A2ATasks, Record
 
@@ -198,8 +198,8 @@ class A2AEdge:
             return record
         if await self.info(agent_id) is None:
             raise a2a.RpcError(a2a.INVALID_PARAMS, f"no live agent {agent_id!r}")
-        task_id = uuid.uuid4().hex
-        context = message.context_id or uuid.uuid4().hex
+        task_id = new_id()
+        context = message.context_id or new_id()
         intent = inbound.skill or await self._default_skill(agent_id)
         task = a2a.new_task(task_id, context, message)
         return Record(task, agent_id, _correlation(context), intent, task_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
@@ -13,6 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from agent_core.errors import StoreUnavailableError
+from agent_core.ids import new_id
 from agent_core.models import ModelAdapter
 
 from . import api
@@ -119,7 +119,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception:
         # A client error is raised as one (an HTTPException with its reason); anything else
         # is a bug: logged with its traceback, answered with only an id to find it by.
-        trace = uuid.uuid4().hex[:16]
+        trace = new_id(16)
         log.exception("unhandled error on %s %s (trace %s)", request.method, request.path,
                       trace)
         return web.json_response({"error": "internal error", "trace_id": trace}, status=500)

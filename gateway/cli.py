@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any, NoReturn
 
 from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
+from agent_core.ids import new_id
 from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
 from agent_core.redaction import register as register_secrets
@@ -25,7 +26,7 @@ from agent_core.settings import ModelSpec, command_name, missing_model_message
 from agent_core.store import MemoryConversationStore
 from agent_core.store.embedded import EmbeddedValkey
 from agent_core.store.keys import check_conversation_id
-from agent_core.task import Approval, PendingApproval, new_id
+from agent_core.task import Approval, PendingApproval
 from agent_core.tools.sandbox import sandbox_dir
 
 from .hubcmd import add_commands as add_hub_commands
@@ -221,7 +222,7 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     settled()  # the collector back on, start-up frozen (gateway.start)
     try:
         await start_mcp(runtime)
-        task_id = new_id()
+        task_id = new_id(16)
         # The operator at their own terminal: every permission, and a sandbox of the task's
         # own under the data dir, as the gateway gives each task.
         result = await runtime.loop.run(TaskRequest(

@@ -7,10 +7,9 @@ was taken by someone else) can neither extend nor delete the new holder's key.
 
 from __future__ import annotations
 
-import uuid
-
 from redis.asyncio import Redis
 
+from agent_core.ids import new_id
 from agent_core.store import store_boundary
 
 # KEYS: lease   ARGV: token, lease_ms
@@ -41,7 +40,7 @@ class Leases:
 
     async def take(self, key: str, lease_ms: int) -> str | None:
         """A token if the key was free (now ours for ``lease_ms``), else None."""
-        token = uuid.uuid4().hex
+        token = new_id()
         return token if await self.redis.set(key, token, nx=True, px=lease_ms) else None
 
     async def renew(self, key: str, token: str, lease_ms: int) -> bool:

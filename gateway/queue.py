@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -25,6 +24,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
+from agent_core.ids import new_id
 from agent_core.lifecycle import WorkKind
 from agent_core.store import Keys, Snapshot, as_text, layout, store_boundary
 from agent_core.task import TaskState
@@ -45,7 +45,7 @@ class WorkItem(BaseModel):
     approval: dict[str, Any] | None = None
     #: For "scheduled": the job's id, name, identity, owner and pre-approved tools.
     schedule: dict[str, Any] | None = None
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     enqueued_at: float = Field(default_factory=time.time)
     #: The span that queued it (W3C traceparent), when traces are exported.
     traceparent: str | None = None
@@ -265,7 +265,7 @@ class WorkQueue:
         if not start_here or taker is None or not await taker.reserve(cid):
             reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
             return as_text(reply[0])  # type: ignore[return-value]
-        token = uuid.uuid4().hex
+        token = new_id()
         # Shielded: once the script may have taken the lock, the claim reaches the taker
         # even if this request is cancelled.
         return await asyncio.shield(self._ingest_taking(
@@ -310,7 +310,7 @@ class WorkQueue:
         counted as started (one round trip on a multiplexed client: the scripts go out in
         one write); returns the ones taken."""
         async def take(cid: str) -> Claim | None:
-            token = uuid.uuid4().hex
+            token = new_id()
             reply = await self._claim(
                 keys=[self.keys.lock(cid), self.keys.queue(cid), self.keys.attempts(),
                       self.keys.control(cid), self.store_keys.meta(cid),

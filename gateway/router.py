@@ -9,11 +9,11 @@ task. ``Router.ingest`` is the ``Ingest`` every adapter is given.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 
 from adapters.base import InboundMessage, Routed
 from agent_core import TaskState, tracing
+from agent_core.ids import new_id
 from agent_core.lifecycle import WorkKind
 from agent_core.store.keys import check_conversation_id
 
@@ -49,7 +49,7 @@ class Router:
         the id its task will have (one made here by default); ``start_here``: the caller
         waits for the answer in this process, so a free worker here starts it at once
         (``WorkQueue.ingest``)."""
-        task_id = task_id or uuid.uuid4().hex  # also the trace's id, in logs and events
+        task_id = task_id or new_id()  # also the trace's id, in logs and events
         with tracing.span("inbound", {"hermes.channel": msg.channel,
                                       "hermes.conversation_id": msg.conversation_id},
                           trace_id=task_id, kind="server") as span:

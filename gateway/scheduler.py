@@ -23,7 +23,6 @@ import contextlib
 import datetime as dt
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from redis.asyncio import Redis
 
 from adapters.base import InboundMessage
+from agent_core.ids import new_id
 from agent_core.store import Keys, as_text, store_boundary
 
 from .openapi import MAX_EVERY
@@ -135,7 +135,7 @@ class Job(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12],
+    id: str = Field(default_factory=lambda: new_id(12),
                     pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     name: str = Field("scheduled report", max_length=200)
     prompt: str = Field(min_length=1, max_length=20_000)
@@ -346,7 +346,7 @@ class Scheduler:
                                        ex=_CLAIM_TTL)
             if not won:
                 return None
-        task_id = uuid.uuid4().hex
+        task_id = new_id()
         user = job.run_as.partition(":")[2]
         msg = InboundMessage(
             channel=job.target.channel, conversation_id=job.conversation_id,

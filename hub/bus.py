@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 
 from agent_core import tracing
+from agent_core.ids import new_id
 
 from .connection import open_connection
 from .errors import BusOverloaded
@@ -68,7 +68,7 @@ class Headers:
         """Those of a received message (falling back to its envelope)."""
         headers = msg.headers or {}
         correlation = headers.get(CORRELATION) or (envelope.correlation_id if envelope
-                                                   else uuid.uuid4().hex)
+                                                   else new_id())
         return cls(correlation, headers.get(TRACE) or correlation)
 
 

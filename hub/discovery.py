@@ -20,7 +20,6 @@ import os
 import random
 import resource
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from agent_core.background import Background
+from agent_core.ids import new_id
 
 from .bus import Bus
 from .messages import Heartbeat, LogEvent, Violation
@@ -68,7 +68,7 @@ class Heartbeats:
         self.version = version
         self.load = load
         self.interval = interval
-        self.instance = uuid.uuid4().hex[:12]
+        self.instance = new_id(12)
         self._loop = Background()
 
     def start(self) -> None:

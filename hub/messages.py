@@ -24,7 +24,6 @@ import binascii
 import gzip
 import json
 import time
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, cast
 
@@ -40,6 +39,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from agent_core.ids import new_id
 
 #: ISA-L's inflate error (its stubs declare it an instance, not a class).
 _INFLATE_ERROR = cast(type[Exception], IsalError)
@@ -72,10 +73,10 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    message_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=_ID)
+    message_id: str = Field(default_factory=new_id, pattern=_ID)
     sender_id: str = Field(pattern=_ID)
     receiver_id: str | None = Field(None, pattern=_ID)
-    correlation_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=_ID)
+    correlation_id: str = Field(default_factory=new_id, pattern=_ID)
     timestamp: float = Field(default_factory=time.time, ge=0)
     content_type: Literal["application/json"] = "application/json"
 
@@ -88,7 +89,7 @@ class TaskRequest(Envelope):
     """Asks an agent to do something before a deadline."""
 
     type: Literal["task_request"] = "task_request"
-    task_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=_ID)
+    task_id: str = Field(default_factory=new_id, pattern=_ID)
     intent: str = Field(min_length=1, max_length=200)
     arguments: dict[str, Any] = Field(default_factory=dict)
     deadline_ms: int = Field(ge=1, le=MAX_DEADLINE_MS)

@@ -12,13 +12,14 @@ import asyncio
 import hashlib
 import json
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from ..ids import new_id
 
 
 @dataclass(slots=True)
@@ -163,7 +164,7 @@ class ReplayModelServer:
             return await _stream(request, item.lines, "text/event-stream")
         model = body.get("model", "replay")
         calls: list[dict[str, Any]] = [
-            {"id": f"call_{uuid.uuid4().hex[:10]}", "type": "function",
+            {"id": f"call_{new_id(10)}", "type": "function",
              "function": {"name": c["name"], "arguments": _args_text(c["arguments"])}}
             for c in item.tool_calls]
         usage = {"prompt_tokens": item.prompt_tokens,
@@ -211,7 +212,7 @@ class ReplayModelServer:
         for c in item.tool_calls:
             args = c["arguments"] if isinstance(c["arguments"], dict) else json.loads(
                 c["arguments"])
-            blocks.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:10]}",
+            blocks.append({"type": "tool_use", "id": f"toolu_{new_id(10)}",
                            "name": c["name"], "input": args})
         stop = "tool_use" if item.tool_calls else "end_turn"
         if not body.get("stream"):

@@ -8,7 +8,6 @@ import contextlib
 import json
 import mimetypes
 import re
-import uuid
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.base import InboundMessage, Routed
 from agent_core import PAUSED, TERMINAL, TaskState
+from agent_core.ids import new_id
 from agent_core.tools.sandbox import sandbox_dir
 
 from ..openapi import ATTACHMENT_NAME
@@ -35,7 +35,7 @@ class RunRequest(BaseModel):
 
 def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
     channel = channel_of(request)
-    cid = body.conversation_id or uuid.uuid4().hex
+    cid = body.conversation_id or new_id()
     return InboundMessage(
         channel=channel, conversation_id=f"{channel}:{cid}",
         user_id=body.user_id or f"{channel}-user", text=body.text, is_direct=True,
@@ -80,7 +80,7 @@ async def run_sync(request: web.Request) -> web.Response:
     read back); one queued for any worker, through its event stream (from whichever
     replica runs it), then read."""
     gateway = request.app[GATEWAY]
-    eventlog, task_id = gateway.parts.eventlog, uuid.uuid4().hex
+    eventlog, task_id = gateway.parts.eventlog, new_id()
     state: TaskState | None = None
     with eventlog.watch(task_id) as finished_here, \
             gateway.parts.opened.store.watch_task(task_id) as written_here:
