@@ -99,14 +99,34 @@ class Taker(Protocol):
 SnapshotReader = Callable[[list[bytes], list[bytes]], Snapshot]
 
 
-def _head(reply: Any, read: SnapshotReader | None) -> Head | None:
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """An item and its task state as this process just sent them to the store (JSON)."""
+
+    item_json: bytes
+    item: WorkItem
+    state_json: bytes
+    state: TaskState | None
+
+
+def _head(reply: Any, read: SnapshotReader | None, written: _Written | None = None
+          ) -> Head | None:
     raw, attempts, task, waiting, window, meta = reply
     if raw is None:
         return None
-    return Head(WorkItem.model_validate_json(raw), int(attempts),
-                TaskState.model_validate_json(task) if task else None,
-                TaskState.model_validate_json(waiting) if waiting else None,
+    if written is not None and raw == written.item_json:
+        # The item this process has just queued, read back: its own objects, not a second
+        # validation of the same JSON (an older item, a dead worker's, is parsed).
+        item = written.item
+        state = written.state if task and task == written.state_json else _task(task)
+    else:
+        item, state = WorkItem.model_validate_json(raw), _task(task)
+    return Head(item, int(attempts), state, _task(waiting),
                 read(window, meta) if read is not None else None)
+
+
+def _task(raw: bytes | None) -> TaskState | None:
+    return TaskState.model_validate_json(raw) if raw else None
 
 
 @store_boundary
@@ -150,8 +170,11 @@ class WorkQueue:
                 self.store_keys.task(item.task_id), self.store_keys.conv_tasks(cid),
                 self.keys.attempts(), self.keys.control(cid), self.store_keys.meta(cid),
                 self.store_keys.window(cid)]
-        args: list[Any] = [item.model_dump_json(), cid, repr(time.time()), self.dedupe_ttl, mode,
-                           placeholder.model_dump_json() if placeholder else "", item.task_id]
+        written = _Written(item.model_dump_json().encode(), item,
+                           placeholder.model_dump_json().encode() if placeholder else b"",
+                           placeholder)
+        args: list[Any] = [written.item_json, cid, repr(time.time()), self.dedupe_ttl, mode,
+                           written.state_json, item.task_id]
         taker = self.taker
         if not start_here or taker is None or not await taker.reserve(cid):
             reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
@@ -160,13 +183,14 @@ class WorkQueue:
         # Shielded: once the script may have taken the lock, the claim reaches the taker
         # even if this request is cancelled.
         return await asyncio.shield(self._ingest_taking(
-            taker, cid, token, keys, [*args, token, self.lease_ms, self.store_keys.task("")]))
+            taker, cid, token, keys, [*args, token, self.lease_ms, self.store_keys.task("")],
+            written=written))
 
     async def _ingest_taking(self, taker: Taker, cid: str, token: str, keys: list[str],
-                             args: list[Any]) -> IngestResult:
+                             args: list[Any], *, written: _Written) -> IngestResult:
         try:
             reply = await self._ingest(keys=keys, args=args)
-            claim = Claim(token, _head(reply[1:], self.conversations)) \
+            claim = Claim(token, _head(reply[1:], self.conversations, written)) \
                 if len(reply) > 1 else None
         except BaseException:
             taker.unreserve()

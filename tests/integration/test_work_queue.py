@@ -235,3 +235,33 @@ async def test_a_store_error_at_ingest_gives_the_held_worker_back() -> None:
         assert taker.reserved == 0 and taker.adopted.empty()
     finally:
         await redis.aclose()
+
+
+async def test_a_conversation_taken_at_ingest_starts_with_the_objects_just_queued(
+        queue: WorkQueue) -> None:
+    queue.taker = taker = Taker()
+    item = message("hello")
+    state = placeholder(item)
+    assert await queue.ingest(item, dedupe_key=None, placeholder=state,
+                              start_here=True) == "taken"
+    _, claim = taker.adopted.get_nowait()
+    assert claim.head is not None
+    assert claim.head.item is item and claim.head.task is state, "not validated again"
+    assert claim.head.attempts == 1
+
+
+async def test_an_older_item_left_at_the_head_is_read_not_taken_for_the_new_one(
+        queue: WorkQueue) -> None:
+    # A worker died holding the conversation: its lease expired, its item is still first.
+    older = message("from before the crash")
+    await queue.redis.rpush(queue.keys.queue(CID), older.model_dump_json())
+    await queue.redis.set(queue.store_keys.task(older.task_id),
+                          placeholder(older, "running").model_dump_json())
+    queue.taker = taker = Taker()
+    item = message("hello")
+    assert await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item),
+                              start_here=True) == "taken"
+    _, claim = taker.adopted.get_nowait()
+    assert claim.head is not None and claim.head.item == older
+    assert claim.head.task is not None and claim.head.task.task_id == older.task_id
+    assert claim.head.task.status == "running"
