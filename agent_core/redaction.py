@@ -37,6 +37,9 @@ _SHAPES = re.compile(
     r"(?:sk-[A-Za-z0-9_-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"
     r"|\d(?<!\w\d)\d{5,11}:[A-Za-z0-9_-]{30,}\b|[Bb](?i:earer)\s+[A-Za-z0-9._~+/-]{12,}=*)"
 )
+#: The shortest text a shape matches (``xoxb-`` and ten more): shorter ones, most of an
+#: event's strings (outcomes, rule, tool and model names), skip the pattern.
+SHAPE_MIN_LEN = 15
 
 
 def register(values: Iterable[str | None]) -> None:
@@ -57,4 +60,4 @@ def redact(text: str) -> str:
             if value in text:
                 text = compiled[1].sub(MARKER, text)
                 break
-    return _SHAPES.sub(MARKER, text)
+    return _SHAPES.sub(MARKER, text) if len(text) >= SHAPE_MIN_LEN else text

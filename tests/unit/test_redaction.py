@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_core.redaction import MARKER, redact, register
+from agent_core.redaction import _SHAPES, MARKER, SHAPE_MIN_LEN, redact, register
 
 SECRET = "s3cr3t-value-registered"
 register([SECRET])
@@ -42,3 +42,14 @@ def test_every_token_shape_and_registered_secret_is_removed_wherever_it_stands()
             assert token not in redact(text) and MARKER in redact(text), text
     for near in NEAR[:6]:
         assert redact(f"say {near}") == f"say {near}"
+
+
+def test_no_shape_is_shorter_than_the_length_redact_looks_for_shapes_from() -> None:
+    from re import _parser  # the compiler's own reading: the pattern's shortest match
+
+    assert _parser.parse(_SHAPES.pattern).getwidth()[0] >= SHAPE_MIN_LEN
+    shortest = "xoxb-" + "1" * 10
+    assert len(shortest) == SHAPE_MIN_LEN and redact(shortest) == MARKER
+    assert redact(SECRET[:SHAPE_MIN_LEN]) == SECRET[:SHAPE_MIN_LEN]
+    register(["k9Q#x2"])  # six characters: registered secrets are looked for at any length
+    assert redact("a k9Q#x2!") == f"a {MARKER}!"
