@@ -105,7 +105,7 @@ class EventBus:
         for handler in (*self._handlers.get(event.type, ()), *self._handlers.get(None, ())):
             try:
                 outcome = handler(event)
-                if inspect.isawaitable(outcome):
+                if outcome is not None and inspect.isawaitable(outcome):
                     task = asyncio.ensure_future(self._guard(outcome, handler))
                     self._pending.add(task)
                     task.add_done_callback(self._pending.discard)
@@ -124,7 +124,22 @@ class EventBus:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
 
+#: Values that hold no text: copied as they are, without a call per value.
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _scrub(value: Any) -> Any:
+    """``value`` with every string in it redacted (dicts and lists copied)."""
+    kind = type(value)
+    if kind is dict:
+        scrubbed = {}
+        for key, item in value.items():
+            inner = type(item)
+            scrubbed[key] = item if inner in _PLAIN else redact(item) if inner is str \
+                else _scrub(item)
+        return scrubbed
+    if kind in _PLAIN:
+        return value
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):

@@ -86,3 +86,27 @@ async def test_secrets_in_payloads_are_redacted() -> None:
     bus.emit(ev(message="token xoxb-not-a-real-token-1234567890 failed",
                 nested={"list": ["Bearer abcdefghijklmnop123"]}))
     assert "xoxb" not in str(got[0].payload) and "abcdefghijklmnop123" not in str(got[0].payload)
+
+
+async def test_every_string_at_any_depth_is_redacted_and_the_rest_kept() -> None:
+    import collections
+    import enum
+
+    from agent_core.redaction import MARKER
+
+    class Kind(enum.StrEnum):
+        LEAKY = "sk-0123456789abcdefXYZ"
+
+    token = "Bearer abcdefghijklmnop123"
+    payload = {"n": 3, "x": 0.5, "ok": True, "none": None, "text": f"say {token}",
+               "kind": Kind.LEAKY, "list": [1, token, {"deep": (token, 2)}],
+               "ordered": collections.OrderedDict(a=token, b=7), "short": "answered"}
+    bus = EventBus()
+    got: list[Event] = []
+    bus.subscribe(got.append)
+    bus.emit(Event(EventType.TOOL_STARTED, "trace1", "conv1", 3, payload))
+    assert got[0].payload == {
+        "n": 3, "x": 0.5, "ok": True, "none": None, "text": f"say {MARKER}", "kind": MARKER,
+        "list": [1, MARKER, {"deep": [MARKER, 2]}], "ordered": {"a": MARKER, "b": 7},
+        "short": "answered"}
+    assert payload["text"] == f"say {token}", "the emitter's own dict is left as it was"
