@@ -40,6 +40,22 @@ async def test_append_and_snapshot_round_trip(make_store: StoreFactory) -> None:
     assert (await store.snapshot("slack:T1:C9:other")).window == []
 
 
+async def test_a_window_stored_by_the_standard_library_s_json_still_reads(
+        make_store: StoreFactory) -> None:
+    # Written before the window's JSON went through orjson: spaces, and NaN, which orjson
+    # neither reads nor writes (it writes null).
+    store = make_store()
+    cid = "webhook:t:old-json"
+    old = Message(role="assistant", kind="decision", tokens=9,
+                  tool_calls=[ToolCall("c1", "scale", {"factor": float("nan"), "n": 2**70})])
+    await store.redis.rpush(store.keys.window(cid), json.dumps(old.to_dict(), ensure_ascii=False))
+    await store.append(cid, [msg("after")])
+    snap = await store.snapshot(cid)
+    args = snap.window[0].tool_calls[0].arguments
+    assert args["n"] == 2**70 and args["factor"] != args["factor"]  # NaN
+    assert [m.content for m in snap.window] == ["", "after"]
+
+
 async def test_append_and_read_returns_what_a_snapshot_then_reads(
         make_store: StoreFactory) -> None:
     store = make_store()
