@@ -2,7 +2,9 @@
 follow a task (the SSE endpoint) and a client can resume from Last-Event-ID.
 
 Events are written by one writer task in the order they were emitted (a bus handler only
-enqueues, so the agent loop never waits on Redis for its own events).
+puts them on a list, so the agent loop never waits on Redis for its own events). A task
+emits its events in bursts: the first of a batch arms a timer (``_LINGER``) and the writer
+is woken when it fires, or at once by a task's last event; nothing wakes it per event.
 """
 
 from __future__ import annotations
@@ -52,10 +54,16 @@ class EventLog:
         self.blocking = blocking or redis
         self.keys = keys
         self.retention = int(retention)
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        #: Events not yet taken by the writer, in the order they were emitted.
+        self._pending: list[Event] = []
+        #: The batch is due (its linger is over, a task ended, or the log is stopping).
+        self._due = False
+        self._linger: asyncio.TimerHandle | None = None
+        #: What the writer waits on while nothing is due.
+        self._woken: asyncio.Future[None] | None = None
+        self._stopping = False
         self._writer: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
-        self._flush = asyncio.Event()
         self._watchers: dict[str, _Watcher] = {}
         self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
@@ -64,9 +72,10 @@ class EventLog:
         self._writer = asyncio.create_task(self._write_loop(), name="eventlog-writer")
 
     async def stop(self) -> None:
-        """Flush what is queued, then stop."""
+        """Write what is pending, then stop."""
         if self._writer is not None:
-            await self._queue.put(None)
+            self._stopping = True
+            self._wake()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
             self._writer = None
@@ -88,8 +97,21 @@ class EventLog:
                 watcher = self._watchers.get(event.task_id)
                 if watcher is not None:
                     watcher.put(event.to_dict())
-                self._flush.set()
-            self._queue.put_nowait(event)
+                self._pending.append(event)
+                self._wake()
+                return
+            self._pending.append(event)
+            if self._linger is None and not self._due:
+                self._linger = asyncio.get_running_loop().call_later(_LINGER, self._wake)
+
+    def _wake(self) -> None:
+        """The pending batch is due: the writer takes it now."""
+        self._due = True
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        if self._woken is not None and not self._woken.done():
+            self._woken.set_result(None)
 
     @contextlib.contextmanager
     def watch(self, task_id: str) -> Iterator[AsyncGenerator[dict[str, Any], None]]:
@@ -117,22 +139,19 @@ class EventLog:
                 watcher.waiter = None
 
     async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            event = await self._queue.get()
-            # A task emits its events in quick bursts: wait a moment to write them together,
-            # unless the burst has ended.
-            if event is not None and not self._flush.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._flush.wait(), _LINGER)
-            self._flush.clear()
-            batch = [event]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            stop = None in batch
-            events = [e for e in batch if e is not None]
-            if events:
-                await self._write(events)
-            if stop:
+            while not self._due:
+                self._woken = loop.create_future()
+                try:
+                    await self._woken
+                finally:
+                    self._woken = None
+            self._due = False
+            batch, self._pending = self._pending, []
+            if batch:
+                await self._write(batch)
+            if self._stopping and not self._pending:
                 return
 
     async def _write(self, events: list[Event]) -> None:

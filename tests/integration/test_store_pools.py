@@ -202,3 +202,55 @@ async def test_a_watch_resumes_its_caller_on_the_loop_s_next_turn(redis_url: str
             assert waiting.result()["payload"] == {"outcome": "answered"}
     finally:
         await client.aclose()
+
+
+async def test_a_task_s_burst_of_events_is_one_write_and_its_last_is_not_lingered_for(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gateway.eventlog
+
+    monkeypatch.setattr(gateway.eventlog, "_LINGER", 3600.0)  # only the last event writes
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    batches: list[int] = []
+    write = log._write
+
+    async def counted(events: list[Event]) -> None:
+        batches.append(len(events))
+        await write(events)
+
+    monkeypatch.setattr(log, "_write", counted)
+    log.start()
+    try:
+        for n in range(5):
+            log(Event(EventType.TOOL_STARTED, "t", "c1", 0, {"n": n}, task_id="task-b"))
+        await asyncio.sleep(0.05)
+        assert batches == [], "nothing written while the burst goes on"
+        log(Event(EventType.AGENT_FINISHED, "t", "c1", 0, {"n": 5}, task_id="task-b"))
+
+        async def recorded() -> list[int]:
+            while len(rows := await log.read("task-b")) < 6:
+                await asyncio.sleep(0.01)
+            return [r["payload"]["n"] for r in rows]
+
+        assert await asyncio.wait_for(recorded(), 30) == [0, 1, 2, 3, 4, 5]
+        assert batches == [6], "the burst in one write"
+    finally:
+        await log.stop()
+        await client.aclose()
+
+
+async def test_stopping_writes_what_is_pending_however_long_the_linger(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gateway.eventlog
+
+    monkeypatch.setattr(gateway.eventlog, "_LINGER", 3600.0)
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    log.start()
+    try:
+        for n in range(3):
+            log(Event(EventType.TOOL_STARTED, "t", "c1", 0, {"n": n}, task_id="task-s"))
+        await asyncio.wait_for(log.stop(), 30)
+        assert [r["payload"]["n"] for r in await log.read("task-s")] == [0, 1, 2]
+    finally:
+        await client.aclose()
