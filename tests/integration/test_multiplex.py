@@ -121,6 +121,26 @@ async def test_scripts_reload_after_the_server_lost_them_mid_burst(
     await client.delete(k)
 
 
+async def test_a_script_goes_on_the_shared_write_and_its_error_fails_only_its_caller(
+        client: MultiplexedRedis) -> None:
+    add = client.register_script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+    broken = client.register_script("return redis.call('NOSUCHCOMMAND')")
+    k = key()
+    await client.load_scripts()  # as a service does at start: no NOSCRIPT round
+    before = client.writes
+    results = await asyncio.gather(add(keys=[k], args=[2]), broken(keys=[], args=[]),
+                                   add(keys=[k], args=[3]), return_exceptions=True)
+    assert results[0] == 2 and results[2] == 5
+    assert isinstance(results[1], ResponseError) and "unknown command" in str(results[1]).lower()
+    assert client.writes - before == 1, "the three scripts went out in one write"
+    # In a pipeline a script is redis-py's own: queued there, run with the pipeline.
+    pipe = client.pipeline(transaction=True)
+    await add(keys=[k], args=[10], client=pipe)
+    pipe.get(k)
+    assert await pipe.execute() == [15, b"15"]
+    await client.delete(k)
+
+
 async def test_load_scripts_puts_every_registered_script_on_the_server(
         client: MultiplexedRedis) -> None:
     first = client.register_script("return 1")
