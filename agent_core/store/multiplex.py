@@ -84,7 +84,8 @@ def pack_command(*args: Any) -> bytes:
     are accepted, anything else is a DataError."""
     first = args[0]
     if isinstance(first, str):
-        args = (*first.encode().split(), *args[1:])
+        if " " in first:  # most names are one word: no new tuple for them
+            args = (*first.encode().split(), *args[1:])
     elif b" " in first:
         args = (*first.split(), *args[1:])
     try:

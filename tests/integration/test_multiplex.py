@@ -16,13 +16,13 @@ import pytest
 import redis.asyncio as aioredis
 import redis.utils
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import AuthenticationError, DataError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from agent_core.store import connect
-from agent_core.store.multiplex import MultiplexedRedis
+from agent_core.store.multiplex import MultiplexedRedis, pack_command
 
 
 @pytest.fixture
@@ -324,3 +324,11 @@ async def test_an_unreachable_server_fails_every_command() -> None:
     finally:
         with contextlib.suppress(Exception):
             await redis.aclose()
+
+
+async def test_a_two_word_command_is_split_for_the_server(client: MultiplexedRedis) -> None:
+    assert "maxmemory" in await client.config_get("maxmemory")  # "CONFIG GET" as two words
+    assert pack_command(b"CLIENT SETNAME", "x") == pack_command("CLIENT", "SETNAME", "x")
+    assert pack_command("SET", "k", 1) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n1\r\n"
+    with pytest.raises(DataError, match="values must be str"):
+        pack_command("SET", "k", object())
