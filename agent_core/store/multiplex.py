@@ -240,9 +240,8 @@ class MultiplexedRedis(aioredis.Redis):
         return await self._respond(args[0], reply, options)
 
     async def _send(self, packed: bytes) -> Any:
-        """The reply to a packed command on the shared connection (a server error raised as
-        redis-py's exception), sent again on a new connection when the connection fails, as
-        many times as the client's ``Retry`` allows."""
+        """The reply to a packed command on the shared connection, sent again on a new one
+        when the connection fails, as many times as the client's ``Retry`` allows."""
         attempts = 1 + (self._retry.get_retries() if self._retry is not None else 0)
         for attempt in range(attempts):
             try:
@@ -352,11 +351,9 @@ class MultiplexedRedis(aioredis.Redis):
 
 
 class _SharedScript(AsyncScript):
-    """A script whose calls go straight onto the shared connection: its EVALSHA packed
-    here, without redis-py's layers between (``AsyncScript.__call__``, ``evalsha``,
-    ``execute_command``: ~5 us of a ~12 us call here). A server that lost it (NOSCRIPT) gets
-    it loaded and the call again, as ``AsyncScript`` does; in a pipeline, or called on
-    another client, it is ``AsyncScript`` itself."""
+    """A script called straight onto the shared connection, without redis-py's layers
+    (~5 of a ~12 us call here). NOSCRIPT: loaded and called again, as ``AsyncScript`` does;
+    in a pipeline, or called on another client, it is ``AsyncScript``."""
 
     registered_client: MultiplexedRedis
 
