@@ -137,11 +137,15 @@ class RawHTTP:
         #: When the last request was written (after connecting, if it had to).
         self.written = 0.0
 
-    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        """Status and body of a POST (connecting first if needed)."""
+    async def connect(self) -> None:
+        """Open the connection now, if it is not (a first ``post`` opens it otherwise)."""
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        assert self._reader is not None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """Status and body of a POST (connecting first if needed)."""
+        await self.connect()
+        assert self._reader is not None and self._writer is not None
         self.written = time.perf_counter()
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
