@@ -360,3 +360,15 @@ def test_every_reader_has_a_case() -> None:
     rules = {d.rule.split("+")[0] for _, output, _ in CASES
              for d in DecisionParser(SCHEMAS, SCHEMAS).parse(ModelResponse(text=output))}
     assert {r.name for r in READERS} <= rules
+
+
+def test_the_marker_pattern_finds_every_marker_of_every_reader() -> None:
+    # Texts with none are answered without asking the readers: a marker missing here would
+    # read its format as prose.
+    from agent_core.parser import _MARKERS
+    from agent_core.toolcalls import READERS
+
+    for reader in READERS:
+        for marker in reader.markers:
+            assert _MARKERS.search(f"before {marker} after"), (reader.name, marker)
+    assert _MARKERS.search("The sales grew 20% in Q3.") is None
