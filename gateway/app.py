@@ -159,11 +159,14 @@ def _protected(path: str) -> bool:
         path.startswith("/a2a/") and not path.endswith("/.well-known/agent-card.json"))
 
 
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
 def is_loopback(host: str | None) -> bool:
     """Whether an address (or host name) is this machine."""
     if not host:
         return False
-    if host == "localhost":
+    if host in _LOOPBACK_NAMES:  # what almost every local caller is: no address parsing
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback

@@ -328,3 +328,12 @@ async def test_one_info_line_per_inbound_message_and_per_finished_task(
     assert re.fullmatch(rf"task {body['task_id']} answered channel=api "
                         r"conversation=api:logged seconds=\d+\.\d\d", finished), finished
     assert not any("private" in r.getMessage() for r in caplog.records)
+
+
+def test_loopback_callers_are_told_apart_from_the_rest() -> None:
+    from gateway.app import is_loopback
+
+    for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.8.9.10"):
+        assert is_loopback(host), host
+    for host in ("10.0.0.1", "192.168.1.2", "::2", "example.com", "127.0.0.1.evil", "", None):
+        assert not is_loopback(host), host
