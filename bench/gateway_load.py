@@ -94,6 +94,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
+# On uvloop when it is installed, as `serve` runs.
 _NULL_SERVER = """
 import sys
 from aiohttp import web
@@ -102,8 +103,13 @@ async def accept(request):
     await request.read()
     return web.json_response({"task_id": "-"}, status=202)
 
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
 app = web.Application()
-app.router.add_post("/webhook/load", accept)
+app.router.add_post("/webhook/{source}", accept)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 
@@ -198,6 +204,21 @@ async def aiohttp_burst(session: aiohttp.ClientSession, url: str, count: int) ->
         return time.perf_counter() - sent
 
     return list(await asyncio.gather(*(post(n) for n in range(count))))
+
+
+async def wait_ready(session: aiohttp.ClientSession, base: str, seconds: float = 15.0
+                     ) -> None:
+    """Return once ``base``'s /readyz answers 200 (SystemExit after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            async with session.get(f"{base}/readyz") as r:
+                if r.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.05)
+    raise SystemExit(f"the gateway at {base} did not start")
 
 
 def ms(values: list[float]) -> str:
@@ -319,16 +340,7 @@ async def main(conversations: int, messages: int, latency: float, port: int,
         async with aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=conversations + 10)) as session:
             for base in bases:
-                for _ in range(100):
-                    try:
-                        async with session.get(f"{base}/readyz") as r:
-                            if r.status == 200:
-                                break
-                    except aiohttp.ClientError:
-                        pass
-                    await asyncio.sleep(0.1)
-                else:
-                    raise SystemExit(f"the gateway at {base} did not start")
+                await wait_ready(session, base)
             if any(g.poll() is not None for g in gateways):  # another process has the port
                 raise SystemExit(f"a gateway exited at start; see {data}/gateway*.log")
 

@@ -31,25 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway_load import SECRET, RawHTTP, percentile
+from gateway_load import _NULL_SERVER, SECRET, RawHTTP, percentile
 
 from adapters.webhook import signed_headers
 
 ROOT = Path(__file__).resolve().parents[1]
-
-_FLOOR_APP = """
-import sys, uvloop
-from aiohttp import web
-
-async def accept(request):
-    await request.read()
-    return web.json_response({"task_id": "-"}, status=202)
-
-app = web.Application()
-app.router.add_post("/webhook/{source}", accept)
-uvloop.install()
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
-"""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -63,7 +49,7 @@ def cpu_seconds(pid: int) -> float:
 
 def start_server(floor: bool, port: int, data: Path) -> subprocess.Popen[bytes]:
     if floor:
-        return subprocess.Popen([sys.executable, "-c", _FLOOR_APP, str(port)])
+        return subprocess.Popen([sys.executable, "-c", _NULL_SERVER, str(port)])
     env = {**os.environ, "HERMES_DATA_DIR": str(data), "LOG_LEVEL": "WARNING",
            "HERMES_WORKERS": "1", "LLM_PROVIDER": "", "LLM_MODEL_NAME": "",
            "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),

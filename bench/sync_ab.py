@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import aiohttp
-from gateway_load import _MODEL_SERVER, percentile
+from gateway_load import _MODEL_SERVER, percentile, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ async def main(trees: list[Path], calls: int, latency: float, port: int) -> None
                 stderr=(data / "gateway.log").open("wb"))))
         async with aiohttp.ClientSession() as session:
             for _, at, _ in gateways:
-                await ready(session, at)
+                await wait_ready(session, f"http://127.0.0.1:{at}")
             for n in range(calls + 20):  # the first 20 rounds warm up
                 for tree, at, _ in (gateways if n % 2 == 0 else gateways[::-1]):
                     body = {"conversation_id": f"ab-{n}", "user_id": "bench",
@@ -78,18 +78,6 @@ async def main(trees: list[Path], calls: int, latency: float, port: int) -> None
         print(f"  {tree!s:40} p25 {percentile(values, .25) * 1000:6.2f} ms   "
               f"p50 {percentile(values, .5) * 1000:6.2f} ms   "
               f"p90 {percentile(values, .9) * 1000:6.2f} ms")
-
-
-async def ready(session: aiohttp.ClientSession, port: int) -> None:
-    for _ in range(300):
-        try:
-            async with session.get(f"http://127.0.0.1:{port}/readyz") as r:
-                if r.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.05)
-    raise SystemExit(f"the gateway on port {port} did not start")
 
 
 if __name__ == "__main__":
