@@ -8,6 +8,7 @@ its pending calls persisted; ``apply_approval`` continues from there.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -164,15 +165,24 @@ class ToolTurn:
 
     def _tool_context(self, run: Run, call: ToolCall) -> ToolContext:
         state = run.state
+        loop = asyncio.get_running_loop()
+
+        def emit(type_: EventType, payload: dict[str, Any]) -> None:
+            # A sync tool runs in a worker thread: its events are emitted on the loop's
+            # thread, where the subscribers run (ahead of the tool's result, sent later).
+            if _running_loop() is loop:
+                run.emit(type_, payload)
+            else:
+                loop.call_soon_threadsafe(run.emit, type_, payload)
 
         def progress(note: str) -> None:
-            run.emit(EventType.TOOL_PROGRESS, {"tool": call.name, "call_id": call.id,
-                                               "note": note[:300]})
+            emit(EventType.TOOL_PROGRESS, {"tool": call.name, "call_id": call.id,
+                                           "note": note[:300]})
 
         def attachment(name: str, mime_type: str, size: int, path: str | None) -> None:
-            run.emit(EventType.TOOL_ATTACHMENT, {"tool": call.name, "call_id": call.id,
-                                                 "name": name, "mime_type": mime_type,
-                                                 "bytes": size, "path": path})
+            emit(EventType.TOOL_ATTACHMENT, {"tool": call.name, "call_id": call.id,
+                                             "name": name, "mime_type": mime_type,
+                                             "bytes": size, "path": path})
 
         return ToolContext(
             user_id=state.user_id, conversation_id=state.conversation_id,
@@ -188,3 +198,11 @@ def _preview(output: Any, limit: int = 500) -> str:
     text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False,
                                                              default=str)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from agent_core import Approval, Event, TaskControl, TaskRequest, ToolError, tool
+from agent_core import (
+    Approval,
+    Event,
+    TaskControl,
+    TaskRequest,
+    ToolContext,
+    ToolError,
+    tool,
+)
 from agent_core.models.replay import Failure, ReplayModelServer, Reply
 from agent_core.store import MemoryConversationStore
 from agent_core.tools import ApprovalRules
@@ -195,6 +203,33 @@ async def test_a_tool_timeout_is_an_observation_not_a_crash(
     result = await loop.run(request("go"))
     assert result.outcome == "answered"
     assert rec.of("TOOL_ERROR")[0].payload["error"] == "timeout"
+
+
+async def test_a_sync_tool_s_progress_reaches_the_bus_on_the_loop_s_thread(
+        make_loop: Any, model_server: ReplayModelServer) -> None:
+    # A sync tool runs in a worker thread; its progress note is an event like any other,
+    # which the subscribers (the event log's timer, the chat's progress line) get on the
+    # loop's own thread, before the tool's result.
+    import threading
+
+    @tool
+    def long_export(ctx: ToolContext) -> str:
+        """Exports, saying how far it got."""
+        ctx.report("half way")
+        return "exported"
+
+    model_server.add(Reply.call("long_export"), Reply("Done."))
+    loop, rec = make_loop([long_export])
+    seen: list[tuple[str, bool]] = []
+    loop_thread = threading.get_ident()
+    loop.bus.subscribe(lambda e: seen.append((str(e.type), threading.get_ident() ==
+                                              loop_thread)))
+    result = await loop.run(request("export it"))
+    assert result.outcome == "answered"
+    assert rec.of("TOOL_PROGRESS")[0].payload["note"] == "half way"
+    order = [t for t, _ in seen]
+    assert order.index("TOOL_PROGRESS") < order.index("TOOL_FINISHED")
+    assert all(on_loop for _, on_loop in seen), seen
 
 
 async def test_model_auth_error_ends_the_task_with_a_sentence_not_a_traceback(
