@@ -61,6 +61,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -206,11 +207,14 @@ async def aiohttp_burst(session: aiohttp.ClientSession, url: str, count: int) ->
     return list(await asyncio.gather(*(post(n) for n in range(count))))
 
 
-async def wait_ready(session: aiohttp.ClientSession, base: str, seconds: float = 15.0
-                     ) -> None:
-    """Return once ``base``'s /readyz answers 200 (SystemExit after ``seconds``)."""
+async def wait_ready(session: aiohttp.ClientSession, base: str, *, seconds: float = 15.0,
+                     exited: Callable[[], bool] = lambda: False) -> None:
+    """Return once ``base``'s /readyz answers 200; SystemExit when ``exited()`` says the
+    gateway's process ended, or after ``seconds``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if exited():
+            raise SystemExit(f"the gateway at {base} exited at start")
         try:
             async with session.get(f"{base}/readyz") as r:
                 if r.status == 200:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from gateway_load import wait_ready
 
 from agent_core.models.replay import ReplayModelServer, Reply
 
@@ -117,7 +118,8 @@ async def one_run(tasks: int, latency: float) -> dict[str, float]:
             base = f"http://127.0.0.1:{port}"
             try:
                 async with aiohttp.ClientSession() as http:
-                    await _ready(http, base, proc)
+                    await wait_ready(http, base, seconds=30.0,
+                                     exited=lambda: proc.returncode is not None)
                     idle = status_kb(proc.pid, "VmRSS")
                     await asyncio.gather(*(
                         _send(http, base, i) for i in range(tasks)))
@@ -138,20 +140,6 @@ async def one_run(tasks: int, latency: float) -> dict[str, float]:
     await slack.stop()
     await telegram.stop()
     return {"idle": idle / 1024, "peak": peak / 1024, "valkey": valkey / 1024}
-
-
-async def _ready(http: aiohttp.ClientSession, base: str, proc: Any) -> None:
-    for _ in range(600):
-        if proc.returncode is not None:
-            raise SystemExit("the gateway exited at start")
-        try:
-            async with http.get(f"{base}/readyz") as r:
-                if r.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.05)
-    raise SystemExit("the gateway did not become ready")
 
 
 async def _send(http: aiohttp.ClientSession, base: str, n: int) -> None:

@@ -52,8 +52,9 @@ async def main(trees: list[Path], calls: int, latency: float, port: int) -> None
                 cwd=tree, env=env, stdout=subprocess.DEVNULL,
                 stderr=(data / "gateway.log").open("wb"))))
         async with aiohttp.ClientSession() as session:
-            for _, at, _ in gateways:
-                await wait_ready(session, f"http://127.0.0.1:{at}")
+            for _, at, gateway in gateways:
+                await wait_ready(session, f"http://127.0.0.1:{at}",
+                                 exited=lambda g=gateway: g.poll() is not None)
             for n in range(calls + 20):  # the first 20 rounds warm up
                 for tree, at, _ in (gateways if n % 2 == 0 else gateways[::-1]):
                     body = {"conversation_id": f"ab-{n}", "user_id": "bench",
