@@ -1,13 +1,15 @@
 """The durable per-conversation work queue in Redis.
 
 Per conversation: a FIFO list of work items and a lock with a lease. Ingest appends to the
-list (atomically with its dedupe marker, so a message is never both "seen" and lost) and
-wakes a worker, or, for a caller waiting for the answer when this process has a free
-worker (its ``taker``) and nobody holds the conversation, takes the lock for that worker in
-the same step. A worker that takes a conversation's lock handles its items in order, one at
-a time, renewing the lease while it works; it removes an item only when done, and releases
-the lock only when the list is empty, in the same atomic step. If a worker dies, its lease
-expires and the item still at the head is delivered again, to any replica.
+list (atomically with its dedupe marker, so a message is never both "seen" and lost) and,
+when nobody holds the conversation, wakes a worker, or, for a caller waiting for the answer
+when this process has a free worker (its ``taker``), takes the lock for that worker in the
+same step; a held conversation's holder takes the item when it completes the one before. A
+worker that takes a conversation's lock handles its items in order, one at a time,
+renewing the lease while it works; it removes an item only when done, and releases the
+lock only when the list is empty, in the same atomic step. If a worker dies, its lease
+expires and the item still at the head is delivered again, to any replica (the
+dispatchers rescan the conversations with queued work).
 
 Keys: ``Keys.queue`` (agent_core/store/keys.py) and the dedupe markers. Each step is one
 Lua script (``gateway.queue_scripts``).
@@ -163,7 +165,8 @@ class WorkQueue:
         step. ``start_here`` (a caller waiting for the answer in this process): the same
         step also starts the conversation on this process's ``taker`` when it has a free
         worker and nobody holds the conversation (no wake, no claim round trip). Others
-        are woken: the workers take a burst in batches, after its acknowledgements."""
+        are woken, unless held (the holder takes them next): the workers take a burst in
+        batches, after its acknowledgements."""
         cid = item.inbound.conversation_id
         keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
                 self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),

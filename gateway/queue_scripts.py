@@ -27,9 +27,11 @@ end
 """
 
 # Queue an item (or, in steer mode, hand it to the running task), unless its dedupe key was
-# seen; in interrupt mode, flag the running task. Then, given a lease token (this process has
-# a free worker), take the conversation's lock if it is free and read the head with it, as
-# a claim does; otherwise wake a worker of any replica.
+# seen. A held conversation is not woken: its holder takes the item when it completes the
+# one before (COMPLETE reads the next head in the same step), or, if the holder dies, any
+# worker does from `pending` once the lease has expired; in interrupt mode the running task
+# is flagged. A free one is taken, given a lease token (this process has a free worker):
+# its lock, with the head read as a claim does; otherwise a worker of any replica is woken.
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
 #       window
 # ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id, token, lease_ms, task prefix
@@ -55,6 +57,7 @@ if busy then
     redis.call('HSET', KEYS[10], 'interrupt', '*')
     redis.call('EXPIRE', KEYS[10], 3600)
   end
+  return {'queued'}
 elseif ARGV[8] ~= '' and redis.call('SET', KEYS[6], ARGV[8], 'NX', 'PX', ARGV[9]) then
   return {'taken', unpack(read_head(KEYS[2], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
                                      ARGV[10]))}
@@ -63,11 +66,13 @@ redis.call('RPUSH', KEYS[4], ARGV[2])
 return {'queued'}
 """
 
-# Take the conversation's lock if it is free, and read the head with it.
-# KEYS: lock, queue, attempts, control, meta, window   ARGV: token, lease_ms, task prefix.
-# Returns nil if someone else holds the lock.
+# Take the conversation's lock if it is free and has queued work, and read the head with
+# it. KEYS: lock, queue, attempts, control, meta, window   ARGV: token, lease_ms, task
+# prefix. Returns nil if someone else holds the lock or nothing is queued (a wake whose
+# item was taken by the holder it arrived behind: no lock to take and give back).
 CLAIM = READ_HEAD + """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if redis.call('LLEN', KEYS[2]) == 0
+   or not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
 end
 return read_head(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[3])

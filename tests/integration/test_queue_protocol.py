@@ -9,8 +9,9 @@ messages steered to them. After every step the server's state must match a plain
 the intended protocol: one holder per conversation, items started in arrival order and
 each finished exactly once, nothing lost when a lease expires, a holder that lost its lease
 changing nothing, `pending` listing exactly the conversations with queued work, a wake for
-exactly the work nobody took, in interrupt mode a flag for the running task when a message
-arrives behind it, and start counts as the model counts them.
+exactly the work nobody took or holds, no claim of a conversation with nothing queued, in
+interrupt mode a flag for the running task when a message arrives behind it, and start
+counts as the model counts them.
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ class QueueProtocol(RuleBasedStateMachine):
         m.queue[cid].append(item.id)
         m.arrived[cid].append(item.id)
         if m.holder[cid] is not None:
+            # Not woken: its holder takes it next (or, past its lease, any worker from
+            # `pending`).
             assert taker.adopted.empty()
-            m.woken.append(cid)
             if self.mode == "interrupt":
                 m.interrupted.add(cid)
         elif at is None:
@@ -143,6 +145,9 @@ class QueueProtocol(RuleBasedStateMachine):
         taken = self.run(self.queue.claim([cid])).get(cid)
         if m.holder[cid] is not None:
             assert taken is None, "a held conversation was claimed again"
+            return
+        if not m.queue[cid]:
+            assert taken is None, "a conversation with nothing queued was taken"
             return
         assert taken is not None
         m.holder[cid] = taken.token

@@ -87,14 +87,36 @@ async def test_completing_an_item_hands_over_the_next_one(queue: WorkQueue) -> N
 
     assert await queue.complete(CID, token, second.id) == (0, None)
     assert not await queue.is_busy(CID), "the lock went with the last item"
-    assert await queue.claim([CID]) != {}, "and anyone may take the conversation again"
+    assert await queue.claim([CID]) == {}, "nothing queued: nothing to take"
+    assert not await queue.is_busy(CID), "and no lock taken to give back"
+    third = message("three")
+    await queue.ingest(third, dedupe_key=None, placeholder=placeholder(third))
+    taken = await claim(queue)
+    assert taken.head is not None and taken.head.item.id == third.id, \
+        "anyone may take the conversation again"
+
+
+async def test_a_message_behind_a_running_task_wakes_nobody(queue: WorkQueue) -> None:
+    first, second = message("one"), message("two")
+    await queue.ingest(first, dedupe_key=None, placeholder=placeholder(first))
+    assert await queue.wait_for_work(0.1) == [CID]
+    taken = await claim(queue)
+    await queue.ingest(second, dedupe_key=None, placeholder=placeholder(second))
+    assert await queue.redis.llen(queue.keys.wake()) == 0, "its holder takes it next"
+    left, following = await queue.complete(CID, taken.token, first.id)
+    assert left == 1 and following is not None and following.item.id == second.id
+    assert await queue.complete(CID, taken.token, second.id) == (0, None)
+    third = message("three")
+    await queue.ingest(third, dedupe_key=None, placeholder=placeholder(third))
+    assert await queue.wait_for_work(0.1) == [CID], "a free conversation is woken"
 
 
 async def test_an_empty_complete_never_removes_an_item_that_just_arrived(
         queue: WorkQueue) -> None:
-    taken = await claim(queue)
-    token = taken.token
-    assert taken.head is None
+    # A holder that found the queue empty (a replica of an earlier version claimed one;
+    # this version takes no lock on an empty queue).
+    token = "an-earlier-replica"
+    assert await queue.redis.set(queue.keys.lock(CID), token, nx=True, px=30_000)
     # A message arrives between the worker finding the queue empty and letting go. Its
     # JSON contains "-" (in the text), which an id of "-" must not match.
     late = message("a late-arriving message - with dashes")
@@ -214,12 +236,12 @@ async def test_only_a_caller_waiting_here_has_its_conversation_taken_at_ingest(
     assert cid == "webhook:test:c2" and claim.head is not None
     assert claim.head.item.id == items[1].id and taker.reserved == 0
     assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [CID.encode()]
-    # Held now: queued behind, woken, the worker given back.
+    # Held now: queued behind its running task, for its holder; the worker given back.
     third = message("three")
     third.inbound.conversation_id = "webhook:test:c2"
     assert await queue.ingest(third, dedupe_key=None, start_here=True) == "queued"
     assert taker.adopted.empty() and taker.reserved == 0
-    assert await queue.redis.llen(queue.keys.wake()) == 2
+    assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [CID.encode()]
 
 
 async def test_a_store_error_at_ingest_gives_the_held_worker_back() -> None:
