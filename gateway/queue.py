@@ -155,6 +155,10 @@ class WorkQueue:
         self.leases = Leases(redis)
         #: This process's workers (``WorkerPool.start``), or None: every item is woken.
         self.taker: Taker | None = None
+        #: Ingests of this process waiting for their script's reply, and a future set when
+        #: there are none left (``quiet``).
+        self._ingesting = 0
+        self._quiet: asyncio.Future[None] | None = None
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
                      placeholder: TaskState | None = None, start_here: bool = False
@@ -167,6 +171,29 @@ class WorkQueue:
         worker and nobody holds the conversation (no wake, no claim round trip). Others
         are woken, unless held (the holder takes them next): the workers take a burst in
         batches, after its acknowledgements."""
+        self._ingesting += 1
+        try:
+            return await self._ingest_one(item, dedupe_key, mode, placeholder, start_here)
+        finally:
+            self._ingesting -= 1
+            if not self._ingesting and self._quiet is not None:
+                if not self._quiet.done():
+                    self._quiet.set_result(None)
+                self._quiet = None
+
+    async def quiet(self, limit: float) -> None:
+        """Return once no ingest of this process waits for the store, or after ``limit``
+        seconds: what the workers wait for before they claim, so that the tasks a burst
+        of messages wakes start after the burst is acknowledged, not in the middle of it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while self._ingesting and (left := deadline - loop.time()) > 0:
+            if self._quiet is None:
+                self._quiet = loop.create_future()
+            await asyncio.wait((self._quiet,), timeout=left)
+
+    async def _ingest_one(self, item: WorkItem, dedupe_key: str | None, mode: str,
+                          placeholder: TaskState | None, start_here: bool) -> IngestResult:
         cid = item.inbound.conversation_id
         keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
                 self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),

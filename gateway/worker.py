@@ -2,7 +2,8 @@
 time per conversation across all replicas, in arrival order.
 
 A dispatcher waits for woken conversations (and, when idle, rescans the ones with queued
-work, which is how the items of a dead worker are picked up after its lease expires). For
+work, which is how the items of a dead worker are picked up after its lease expires), and
+claims them once no message this process is queueing waits for the store. For
 each conversation it claims, a worker hands the queued items in order to ``Execution``,
 renewing the lease and watching the conversation's stop flag while one runs, and has
 ``Replies`` deliver what each ended with.
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 _FLAG_POLL = 1.0
+#: How long a claim waits for this process's ingests in flight (``WorkQueue.quiet``): a
+#: burst is acknowledged before the tasks it wakes start, and a steady stream of messages
+#: delays a claim by no more than this.
+QUIET_LIMIT = 0.05
 CRASHED = "Something went wrong on my side while working on this; please try again."
 
 
@@ -43,6 +48,7 @@ class WorkerPool:
         self.replies = replies
         self.outage = outage
         self.scan_interval = scan_interval
+        self.quiet_limit = QUIET_LIMIT
         self._slots = asyncio.Semaphore(concurrency)
         self._active: dict[str, asyncio.Task[None]] = {}
         # Conversations woken while this process was finishing them: looked at again at once.
@@ -120,6 +126,7 @@ class WorkerPool:
                 await self._slots.acquire()
                 taken += 1
             batch, cids = cids[:taken], cids[taken:]
+            await self.queue.quiet(self.quiet_limit)
             claimed = await self.queue.claim(batch)
             for _ in range(taken - len(claimed)):
                 self._slots.release()

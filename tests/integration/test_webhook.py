@@ -246,6 +246,32 @@ def test_signature_helpers_round_trip() -> None:
     assert verify("s", headers, body + b" ", now=1100) == "signature does not match"
 
 
+async def test_a_burst_is_acknowledged_before_its_conversations_are_claimed(
+        make_gateway: GatewayFactory, callback_server: dict[str, Any]) -> None:
+    h = await make_gateway()
+    h.model.responder = answer_echo
+    queue, workers = h.gateway.parts.queue, h.gateway.parts.workers
+    workers.quiet_limit = 60.0  # no time limit in the test: the order alone
+    in_flight: list[int] = []
+    claim = queue.claim
+
+    async def watched(cids: list[str]) -> Any:
+        in_flight.append(queue._ingesting)  # messages of this process not yet queued
+        return await claim(cids)
+
+    queue.claim = watched  # type: ignore[method-assign]
+    posts = []
+    for n in range(40):  # a burst that arrives over a while, as a platform's does
+        body = body_of(conversation_id=f"burst{n}", text=f"b{n}",
+                       callback_url=callback_server["url"])
+        posts.append(asyncio.ensure_future(post(h.client, body)))
+        await asyncio.sleep(0.001)
+    assert [r.status for r in await asyncio.gather(*posts)] == [202] * 40
+    await h.wait_for(lambda: len(callback_server["received"]) == 40, timeout=60)
+    assert in_flight and set(in_flight) == {0}, \
+        f"claimed while messages of the burst waited for the store: {in_flight}"
+
+
 # --- a worker that dies mid-task -----------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -109,6 +110,28 @@ async def test_a_message_behind_a_running_task_wakes_nobody(queue: WorkQueue) ->
     third = message("three")
     await queue.ingest(third, dedupe_key=None, placeholder=placeholder(third))
     assert await queue.wait_for_work(0.1) == [CID], "a free conversation is woken"
+
+
+async def test_quiet_waits_for_the_ingests_in_flight_within_its_limit(
+        queue: WorkQueue, redis_url: str) -> None:
+    await asyncio.wait_for(queue.quiet(30), 5)  # none in flight: at once
+    admin = connect(redis_url)  # a connection of its own: pausing holds the queue's
+    try:
+        # The server holds write commands: the ingest waits for its reply meanwhile.
+        await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+        ingesting = asyncio.ensure_future(queue.ingest(message("one"), dedupe_key=None))
+        quiet = asyncio.ensure_future(queue.quiet(30))
+        done, _ = await asyncio.wait({quiet, ingesting}, timeout=0.3)
+        assert not done, "quiet returned while an ingest waited for the store"
+        bounded = time.monotonic()
+        await asyncio.wait_for(queue.quiet(0.2), 5)
+        assert time.monotonic() - bounded >= 0.15 and not ingesting.done(), "the limit"
+        await admin.execute_command("CLIENT", "UNPAUSE")
+        assert await asyncio.wait_for(ingesting, 10) == "queued"
+        await asyncio.wait_for(quiet, 5)
+    finally:
+        await admin.execute_command("CLIENT", "UNPAUSE")
+        await admin.aclose()
 
 
 async def test_an_empty_complete_never_removes_an_item_that_just_arrived(
