@@ -173,48 +173,33 @@ class WorkQueue:
         batches, after its acknowledgements."""
         self._ingesting += 1
         try:
-            return await self._ingest_one(item, dedupe_key, mode, placeholder, start_here)
+            cid = item.inbound.conversation_id
+            keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "",
+                    self.keys.queue(cid), self.keys.pending(), self.keys.wake(),
+                    self.keys.steer(cid), self.keys.lock(cid), self.store_keys.task(item.task_id),
+                    self.store_keys.conv_tasks(cid), self.keys.attempts(),
+                    self.keys.control(cid), self.store_keys.meta(cid),
+                    self.store_keys.window(cid)]
+            written = _Written(item.model_dump_json().encode(), item,
+                               placeholder.model_dump_json().encode() if placeholder else b"",
+                               placeholder)
+            args: list[Any] = [written.item_json, cid, repr(time.time()), self.dedupe_ttl,
+                               mode, written.state_json, item.task_id]
+            taker = self.taker
+            if not start_here or taker is None or not await taker.reserve(cid):
+                reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
+                return as_text(reply[0])  # type: ignore[return-value]
+            token = new_id()
+            # Shielded: once the script may have taken the lock, the claim reaches the taker
+            # even if this request is cancelled.
+            return await asyncio.shield(self._ingest_taking(
+                taker, cid, token, keys,
+                [*args, token, self.lease_ms, self.store_keys.task("")], written=written))
         finally:
             self._ingesting -= 1
             if not self._ingesting and self._quiet is not None:
-                if not self._quiet.done():
-                    self._quiet.set_result(None)
+                self._quiet.set_result(None)
                 self._quiet = None
-
-    async def quiet(self, limit: float) -> None:
-        """Return once no ingest of this process waits for the store, or after ``limit``
-        seconds: what the workers wait for before they claim, so that the tasks a burst
-        of messages wakes start after the burst is acknowledged, not in the middle of it."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
-        while self._ingesting and (left := deadline - loop.time()) > 0:
-            if self._quiet is None:
-                self._quiet = loop.create_future()
-            await asyncio.wait((self._quiet,), timeout=left)
-
-    async def _ingest_one(self, item: WorkItem, dedupe_key: str | None, mode: str,
-                          placeholder: TaskState | None, start_here: bool) -> IngestResult:
-        cid = item.inbound.conversation_id
-        keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "", self.keys.queue(cid),
-                self.keys.pending(), self.keys.wake(), self.keys.steer(cid), self.keys.lock(cid),
-                self.store_keys.task(item.task_id), self.store_keys.conv_tasks(cid),
-                self.keys.attempts(), self.keys.control(cid), self.store_keys.meta(cid),
-                self.store_keys.window(cid)]
-        written = _Written(item.model_dump_json().encode(), item,
-                           placeholder.model_dump_json().encode() if placeholder else b"",
-                           placeholder)
-        args: list[Any] = [written.item_json, cid, repr(time.time()), self.dedupe_ttl, mode,
-                           written.state_json, item.task_id]
-        taker = self.taker
-        if not start_here or taker is None or not await taker.reserve(cid):
-            reply = await self._ingest(keys=keys, args=[*args, "", 0, ""])
-            return as_text(reply[0])  # type: ignore[return-value]
-        token = new_id()
-        # Shielded: once the script may have taken the lock, the claim reaches the taker
-        # even if this request is cancelled.
-        return await asyncio.shield(self._ingest_taking(
-            taker, cid, token, keys, [*args, token, self.lease_ms, self.store_keys.task("")],
-            written=written))
 
     async def _ingest_taking(self, taker: Taker, cid: str, token: str, keys: list[str],
                              args: list[Any], *, written: _Written) -> IngestResult:
@@ -230,6 +215,17 @@ class WorkQueue:
         else:
             taker.adopt(cid, claim)
         return as_text(reply[0])  # type: ignore[return-value]
+
+    async def quiet(self, limit: float) -> None:
+        """Return once no ingest of this process waits for the store, or after ``limit``
+        seconds: what the workers wait for before they claim, so that the tasks a burst
+        of messages wakes start after the burst is acknowledged, not in the middle of it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while self._ingesting and (left := deadline - loop.time()) > 0:
+            if self._quiet is None:
+                self._quiet = loop.create_future()
+            await asyncio.wait((self._quiet,), timeout=left)
 
     async def first_time(self, dedupe_key: str) -> bool:
         """Mark a key as seen: True the first time, False if it already was (for events
