@@ -1,10 +1,12 @@
-"""The aiohttp application: API, channel endpoints, web chat, health; auth and errors."""
+"""The aiohttp application: API, channel endpoints, web chat, health; auth, errors and
+request metrics at its edge."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
@@ -17,6 +19,7 @@ from agent_core.models import ModelAdapter
 
 from . import api
 from .api import GATEWAY
+from .metrics import Metrics
 from .service import Gateway
 from .settings import GatewaySettings
 
@@ -29,7 +32,7 @@ MAX_BODY = 1024 * 1024
 def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) -> web.Application:
     """The whole service as one aiohttp application (the gateway starts with it)."""
     gateway = Gateway(settings, model=model)
-    app = web.Application(middlewares=[gateway.metrics.middleware(), errors, auth(settings)],
+    app = web.Application(middlewares=[edge(settings, gateway.metrics)],
                           client_max_size=MAX_BODY)
     app[GATEWAY] = gateway
 
@@ -102,41 +105,66 @@ async def favicon(request: web.Request) -> web.Response:
     raise web.HTTPFound("/static/favicon.svg")
 
 
-@web.middleware
-async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error as JSON with a reason; never a traceback."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.content_type == "application/json" or exc.status < 400:
-            raise
-        return web.json_response({"error": exc.reason}, status=exc.status,
-                                 headers={k: v for k, v in exc.headers.items()
-                                          if k.lower() in ("allow", "www-authenticate")})
-    except StoreUnavailableError:
-        return web.json_response({"error": "the store is unreachable; retry shortly"},
-                                 status=503, headers={"Retry-After": "5"})
-    except Exception:
-        # A client error is raised as one (an HTTPException with its reason); anything else
-        # is a bug: logged with its traceback, answered with only an id to find it by.
-        trace = new_id(16)
-        log.exception("unhandled error on %s %s (trace %s)", request.method, request.path,
-                      trace)
-        return web.json_response({"error": "internal error", "trace_id": trace}, status=500)
-
-
-def auth(settings: GatewaySettings) -> Middleware:
-    """Bearer tokens for /agent/*, /metrics and /a2a/* calls; with none configured,
-    loopback callers only."""
-    keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]
+def edge(settings: GatewaySettings, metrics: Metrics) -> Middleware:
+    """The one middleware every request passes: counted and timed, refused without the
+    right token where the API is protected (``gatekeeper``), and answered with a JSON
+    reason whatever goes wrong, never a traceback. One layer rather than one per concern:
+    each layer is a coroutine per request, and aiohttp adds one of its own to any."""
+    refuse = gatekeeper(settings)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            try:
+                refused = refuse(request)
+                response = await handler(request) if refused is None else refused
+            except Exception as exc:
+                answer = error_response(request, exc)
+                if answer is None:
+                    status = exc.status if isinstance(exc, web.HTTPException) else 500
+                    raise
+                response = answer
+            status = response.status
+            return response
+        finally:
+            metrics.request_done(request, status, started)
+
+    return middleware
+
+
+def error_response(request: web.Request, exc: Exception) -> web.Response | None:
+    """The JSON answer to an error a handler raised, with a reason and never a traceback
+    (None: one that goes out as it is, a JSON error of the API or a redirect)."""
+    if isinstance(exc, web.HTTPException):
+        if exc.content_type == "application/json" or exc.status < 400:
+            return None
+        return web.json_response({"error": exc.reason}, status=exc.status,
+                                 headers={k: v for k, v in exc.headers.items()
+                                          if k.lower() in ("allow", "www-authenticate")})
+    if isinstance(exc, StoreUnavailableError):
+        return web.json_response({"error": "the store is unreachable; retry shortly"},
+                                 status=503, headers={"Retry-After": "5"})
+    # A client error is raised as one (an HTTPException with its reason); anything else is
+    # a bug: logged with its traceback, answered with only an id to find it by.
+    trace = new_id(16)
+    log.error("unhandled error on %s %s (trace %s)", request.method, request.path, trace,
+              exc_info=exc)
+    return web.json_response({"error": "internal error", "trace_id": trace}, status=500)
+
+
+def gatekeeper(settings: GatewaySettings) -> Callable[[web.Request], web.Response | None]:
+    """Bearer tokens for /agent/*, /metrics and /a2a/* calls; with none configured,
+    loopback callers only. The returned check answers a refused request (None: let in)."""
+    keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]
+
+    def refuse(request: web.Request) -> web.Response | None:
         if not _protected(request.path):
-            return await handler(request)
+            return None
         if not keys:
             if is_loopback(request.remote):
-                return await handler(request)
+                return None
             return web.json_response(
                 {"error": "the API is open only to this machine until HERMES_API_KEYS is set"},
                 status=403)
@@ -145,11 +173,11 @@ def auth(settings: GatewaySettings) -> Middleware:
         if not token and request.path.endswith("/events"):
             token = request.query.get("access_token", "")  # EventSource cannot set headers
         if token and any(hmac.compare_digest(token.encode(), k) for k in keys):
-            return await handler(request)
+            return None
         return web.json_response({"error": "missing or invalid bearer token"}, status=401,
                                  headers={"WWW-Authenticate": 'Bearer realm="hermes"'})
 
-    return middleware
+    return refuse
 
 
 def _protected(path: str) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,6 @@ MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 class Metrics:
     """The gateway's metrics, in a registry of their own."""
@@ -150,32 +146,15 @@ class Metrics:
         self._deliveries(channel, result).inc()
 
     # --- HTTP ----------------------------------------------------------------------------
-    def middleware(self) -> Any:
-        """An aiohttp middleware that counts and times every request."""
-
-        @web.middleware
-        async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
-            started = time.perf_counter()
-            status = 500
-            try:
-                response = await handler(request)
-                status = response.status
-                return response
-            except web.HTTPException as exc:
-                status = exc.status
-                raise
-            finally:
-                route = request.match_info.route.resource
-                if route is None:  # any method, any path: not kept
-                    self.requests.labels("unmatched", request.method, str(status)).inc()
-                    self.request_seconds.labels("unmatched").observe(
-                        time.perf_counter() - started)
-                else:
-                    self._request(route.canonical, request.method, str(status)).inc()
-                    self._request_seconds(route.canonical).observe(
-                        time.perf_counter() - started)
-
-        return count
+    def request_done(self, request: web.Request, status: int, started: float) -> None:
+        """Count and time one answered request (``started``: its ``time.perf_counter()``)."""
+        route = request.match_info.route.resource
+        if route is None:  # any method, any path: not kept
+            self.requests.labels("unmatched", request.method, str(status)).inc()
+            self.request_seconds.labels("unmatched").observe(time.perf_counter() - started)
+        else:
+            self._request(route.canonical, request.method, str(status)).inc()
+            self._request_seconds(route.canonical).observe(time.perf_counter() - started)
 
     def exposition(self) -> bytes:
         """The text a scrape gets."""

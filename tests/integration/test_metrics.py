@@ -38,6 +38,8 @@ async def test_traffic_shows_in_the_metrics(make_gateway: GatewayFactory,
     await h.wait_idle()
     assert (await h.client.get(f"/agent/tasks/{run['task_id']}")).status == 200
     assert (await h.client.post("/agent/run", json={"text": 5})).status == 400
+    assert (await h.client.get("/no/such/route")).status == 404
+    assert (await h.client.get("/agent/run")).status == 405
 
     after = await scrape(h)
 
@@ -62,6 +64,11 @@ async def test_traffic_shows_in_the_metrics(make_gateway: GatewayFactory,
                 status="200") == 1
     assert grew("hermes_http_requests_total", route="/agent/run", method="POST",
                 status="400") == 1
+    # Any other path or method: counted, under one label.
+    assert grew("hermes_http_requests_total", route="unmatched", method="GET",
+                status="404") == 1
+    assert grew("hermes_http_requests_total", route="unmatched", method="GET",
+                status="405") == 1
     assert not any(run["task_id"] in str(labels) for _, labels in after)
     assert value(after, "hermes_active_conversations") == 0
     assert value(after, "hermes_conversations_waiting") == 0

@@ -1,5 +1,5 @@
-"""The API's error middleware: a client error keeps its reason; a bug is a 500 with only a
-trace id (its traceback in the log, its text nowhere near the caller)."""
+"""The API's edge middleware on errors: a client error keeps its reason; a bug is a 500 with
+only a trace id (its traceback in the log, its text nowhere near the caller)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,23 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.api._http import bad
-from gateway.app import errors
+from gateway.app import edge
+from gateway.metrics import Metrics
+from gateway.settings import GatewaySettings
+
+METRICS = Metrics()
 
 
 async def respond(handler: object) -> web.StreamResponse:
-    return await errors(make_mocked_request("GET", "/agent/x"), handler)  # type: ignore[arg-type]
+    """The handler's answer through the middleware, for a caller on this machine."""
+    middleware = edge(GatewaySettings(_env_file=None), METRICS)  # type: ignore[call-arg]
+    request = make_mocked_request("GET", "/agent/x", transport=_Loopback())
+    return await middleware(request, handler)  # type: ignore[arg-type]
+
+
+class _Loopback:
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 50000) if name == "peername" else default
 
 
 async def test_a_client_error_keeps_its_reason() -> None:
