@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Store connections opened at start for what cannot share the multiplexed one (MULTI and
+#: WATCH: a window's eviction, approvals, the scheduler, dead letters); more are opened as
+#: they are needed. Not one per worker: the answer path shares one connection.
+TRANSACTION_CONNECTIONS = 8
+
 
 @dataclass(frozen=True, slots=True)
 class Parts:
@@ -116,7 +121,7 @@ class Gateway:
         if tracing.configure("hermes-gateway"):
             # Closed last: what the stop itself recorded is exported too.
             stack.push_async_callback(asyncio.to_thread, tracing.flush)
-        opened = await open_store(settings, pooled=min(settings.hermes_workers + 8, 128))
+        opened = await open_store(settings, pooled=TRANSACTION_CONNECTIONS)
         stack.push_async_callback(opened.close)
         store = opened.store
         model = self._model_override or (None if settings.model_configured
