@@ -27,7 +27,7 @@ on them (each connect is a step of its own event loop), so that figure carries u
 ~25 ms of the load generator's own queue, not the gateway's.
 
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 5]
-                                           [--model-latency 0.05] [--workers 32]
+                                           [--model-latency 0.05] [--workers N]
                                            [--processes 1] [--replicas 1] [--floor]
                                            [--sync 50]
 
@@ -428,6 +428,14 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     return 0 if lost == 0 and duplicated == 0 and not wrong else 1
 
 
+
+def default_workers() -> int:
+    """The gateway's own HERMES_WORKERS default (read in a process of its own: importing the
+    gateway here would find bench/hub.py for the ``hub`` package)."""
+    code = ("from gateway.settings import GatewaySettings; "
+            "print(GatewaySettings.model_fields['hermes_workers'].default)")
+    return int(subprocess.check_output([sys.executable, "-c", code], cwd=ROOT))
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
@@ -435,8 +443,9 @@ if __name__ == "__main__":
     parser.add_argument("--model-latency", type=float, default=0.05)
     parser.add_argument("--port", type=int, default=18931)
     parser.add_argument("--replicas", type=int, default=1)
-    parser.add_argument("--workers", type=int, default=32,
-                        help="HERMES_WORKERS: concurrent tasks per gateway process")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="HERMES_WORKERS: concurrent tasks per gateway process "
+                             "(default: the gateway's)")
     parser.add_argument("--processes", type=int, default=1,
                         help="serve --processes: serving processes per gateway, one port")
     parser.add_argument("--floor", action="store_true",
@@ -447,5 +456,5 @@ if __name__ == "__main__":
     if args.floor:
         asyncio.run(floor(args.conversations, args.port + 50))
     sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
-                              args.port, args.replicas, args.workers, args.processes,
-                              args.sync)))
+                              args.port, args.replicas, args.workers or default_workers(),
+                              args.processes, args.sync)))

@@ -42,7 +42,7 @@ class GatewaySettings(HubSettings):
         None, description="how users and platforms reach this gateway, for links/webhooks")
     hermes_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list, description="bearer tokens for the HTTP API (JSON list)")
-    hermes_workers: int = Field(32, ge=1, le=1000, description="concurrent tasks per process")
+    hermes_workers: int = Field(128, ge=1, le=1000, description="concurrent tasks per process")
     hermes_processes: int = Field(
         1, ge=1, le=64, description="serving processes sharing the port (one per core)")
     hermes_event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
