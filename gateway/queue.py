@@ -75,11 +75,11 @@ class Head:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A conversation taken by a worker: its lease token and its head item (None if its
-    queue turned out empty)."""
+    """A conversation taken by a worker: its lease token and its head item (a claim takes
+    no conversation whose queue is empty)."""
 
     token: str
-    head: Head | None
+    head: Head
 
 
 class Taker(Protocol):
@@ -111,11 +111,10 @@ class _Written:
     state: TaskState | None
 
 
-def _head(reply: Any, read: SnapshotReader | None, written: _Written | None = None
-          ) -> Head | None:
+def _head(reply: Any, read: SnapshotReader | None, written: _Written | None = None) -> Head:
+    """The head item a script read with the lock it took or kept (it takes or keeps none
+    for an empty queue)."""
     raw, attempts, task, waiting, window, meta = reply
-    if raw is None:
-        return None
     if written is not None and raw == written.item_json:
         # The item this process has just queued, read back: its own objects, not a second
         # validation of the same JSON (an older item, a dead worker's, is parsed).

@@ -150,25 +150,23 @@ class WorkerPool:
             self._serve(cid, claim.token, claim.head), name=f"hermes-conv-{cid}",
             context=self._context.copy())
 
-    async def _serve(self, cid: str, token: str, head: Head | None) -> None:
+    async def _serve(self, cid: str, token: str, head: Head) -> None:
         try:
             while not self._stopping:
-                if head is None:
-                    left, head = await self.queue.complete(cid, token, "-")
-                else:
-                    if head.attempts > MAX_ATTEMPTS:
-                        await self._give_up(head)
-                    elif await self._run_item(cid, token, head):
-                        return  # the lease was lost
-                    self.processed += 1
-                    # An answer that went out must not be served again: wait out an outage.
-                    left, head = await self.outage.retrying(
-                        functools.partial(self.queue.complete, cid, token, head.item.id),
-                        f"completing {head.item.id}")
-                if left <= 0:
-                    return
+                if head.attempts > MAX_ATTEMPTS:
+                    await self._give_up(head)
+                elif await self._run_item(cid, token, head):
+                    return  # the lease was lost
+                self.processed += 1
+                # An answer that went out must not be served again: wait out an outage.
+                _, following = await self.outage.retrying(
+                    functools.partial(self.queue.complete, cid, token, head.item.id),
+                    f"completing {head.item.id}")
+                if following is None:
+                    return  # none left (the lock was given back), or the lease was lost
+                head = following
             # Stopping with the lock held: hand the conversation to another process now.
-            await self.queue.release(cid, token, unstarted=head.item.id if head else None)
+            await self.queue.release(cid, token, unstarted=head.item.id)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.queue.release(cid, token))

@@ -45,8 +45,8 @@ class Held:
     """What a worker believes about a conversation it claimed."""
 
     token: str
-    #: The item it started (None: it read an empty queue).
-    head: str | None
+    #: The item it started (a claim, an ingest or a completion hands over no empty queue).
+    head: str
 
 
 @dataclass
@@ -159,15 +159,14 @@ class QueueProtocol(RuleBasedStateMachine):
         worker, cid = self._pick(data)
         held = self.held[worker].pop(cid)
         m = self.model
-        left, head = self.run(self.queue.complete(cid, held.token, held.head or "-"))
+        left, head = self.run(self.queue.complete(cid, held.token, held.head))
         if m.holder[cid] != held.token:
             assert left == -1, "a holder that lost its lease completed something"
             return
-        if held.head is not None:
-            assert m.queue[cid] and m.queue[cid][0] == held.head
-            m.queue[cid].pop(0)
-            m.finished[cid].append(held.head)
-            m.started.pop(held.head, None)
+        assert m.queue[cid] and m.queue[cid][0] == held.head
+        m.queue[cid].pop(0)
+        m.finished[cid].append(held.head)
+        m.started.pop(held.head, None)
         m.queue[cid] += m.steer[cid]
         m.arrived[cid] += m.steer[cid]
         m.steer[cid] = []
@@ -216,11 +215,9 @@ class QueueProtocol(RuleBasedStateMachine):
         picked: tuple[int, str] = data.draw(st.sampled_from(choices))
         return picked
 
-    def _check_head(self, cid: str, head: Head | None) -> str | None:
+    def _check_head(self, cid: str, head: Head | None) -> str:
         queued = self.model.queue[cid]
-        if not queued:
-            assert head is None
-            return None
+        assert queued, "an empty queue was handed over"
         assert head is not None and head.item.id == queued[0], "not the oldest item"
         self.model.interrupted.discard(cid)  # a new task starts: old flags are cleared
         self.model.started[head.item.id] = self.model.started.get(head.item.id, 0) + 1

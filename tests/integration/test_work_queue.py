@@ -239,7 +239,7 @@ async def test_a_conversation_taken_at_ingest_reaches_its_worker_if_the_request_
     with pytest.raises(asyncio.CancelledError):
         await ingesting
     cid, claim = await asyncio.wait_for(taker.adopted.get(), 10)
-    assert cid == CID and claim.head is not None and claim.head.item.id == item.id
+    assert cid == CID and claim.head.item.id == item.id
     assert await queue.redis.get(queue.keys.lock(CID)) == claim.token.encode()
     assert await queue.redis.llen(queue.keys.wake()) == 0, "taken, so nobody is woken"
     assert taker.reserved == 0
@@ -256,7 +256,7 @@ async def test_only_a_caller_waiting_here_has_its_conversation_taken_at_ingest(
     assert taker.adopted.empty() and taker.reserved == 0
     assert await queue.ingest(items[1], dedupe_key=None, start_here=True) == "taken"
     cid, claim = taker.adopted.get_nowait()
-    assert cid == "webhook:test:c2" and claim.head is not None
+    assert cid == "webhook:test:c2"
     assert claim.head.item.id == items[1].id and taker.reserved == 0
     assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [CID.encode()]
     # Held now: queued behind its running task, for its holder; the worker given back.
@@ -290,7 +290,6 @@ async def test_a_conversation_taken_at_ingest_starts_with_the_objects_just_queue
     assert await queue.ingest(item, dedupe_key=None, placeholder=state,
                               start_here=True) == "taken"
     _, claim = taker.adopted.get_nowait()
-    assert claim.head is not None
     assert claim.head.item is item and claim.head.task is state, "not validated again"
     assert claim.head.attempts == 1
 
@@ -307,6 +306,6 @@ async def test_an_older_item_left_at_the_head_is_read_not_taken_for_the_new_one(
     assert await queue.ingest(item, dedupe_key=None, placeholder=placeholder(item),
                               start_here=True) == "taken"
     _, claim = taker.adopted.get_nowait()
-    assert claim.head is not None and claim.head.item == older
+    assert claim.head.item == older
     assert claim.head.task is not None and claim.head.task.task_id == older.task_id
     assert claim.head.task.status == "running"
