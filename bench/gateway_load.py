@@ -428,13 +428,13 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     return 0 if lost == 0 and duplicated == 0 and not wrong else 1
 
 
-
 def default_workers() -> int:
     """The gateway's own HERMES_WORKERS default (read in a process of its own: importing the
     gateway here would find bench/hub.py for the ``hub`` package)."""
     code = ("from gateway.settings import GatewaySettings; "
             "print(GatewaySettings.model_fields['hermes_workers'].default)")
     return int(subprocess.check_output([sys.executable, "-c", code], cwd=ROOT))
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
