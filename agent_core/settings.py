@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(2048, ge=1)
     llm_timeout: float = Field(60.0, gt=0, description="seconds per model HTTP call")
     llm_max_retries: int = Field(3, ge=0, le=10)
+    llm_max_concurrency: int = Field(
+        0, ge=0, description="model calls in flight at once per process and model (0: no "
+        "limit); the rest wait their turn, which LLM_TIMEOUT does not count")
     llm_stream: bool = False
     llm_native_tools: bool = True
     llm_context_tokens: int = Field(32_000, ge=512)

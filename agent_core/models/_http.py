@@ -6,11 +6,17 @@ and decides what is retried.
 - 429: exponential backoff with jitter, honouring Retry-After; quota exhaustion is not retried
 - 5xx, 529, timeouts and connections dropped mid-answer: limited retries with backoff
 - a context-length complaint: ContextLengthError, so the caller can shrink and retry once
+
+With ``max_concurrency`` (LLM_MAX_CONCURRENCY) at most that many calls are in flight at
+once; the others wait their turn before sending, and the wait is not part of the call's
+timeout. A call holds its turn until its answer is read (a stream: until it ends or is
+closed), and gives it back before it waits to retry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -68,6 +74,7 @@ class ModelHTTP:
         backoff_base: float = 0.5,
         sleep: Sleep = asyncio.sleep,
         max_connections: int = 200,
+        max_concurrency: int = 0,
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
@@ -78,6 +85,13 @@ class ModelHTTP:
         self._sleep = sleep
         self._connect_timeout = min(timeout, 10.0)
         self._pool = Pool(headers=headers, max_connections=max_connections)
+        self.max_concurrency = max_concurrency
+        self._turns = Turns(max_concurrency) if max_concurrency > 0 else None
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for their turn (LLM_MAX_CONCURRENCY) now."""
+        return self._turns.waiting if self._turns is not None else 0
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -119,28 +133,33 @@ class ModelHTTP:
         attempt = 0
         while True:
             attempt += 1
-            try:
-                response = await self._pool.post(url, data, connect=self._connect_timeout,
-                                                 read=self.timeout)
-                raw = b"" if stream and response.status < 400 else await _transport.read_body(
-                    response)
-            except Failure as exc:
-                if exc.kind == "unreachable":
-                    raise ModelUnreachableError(url, _reason(exc)) from exc
+            failure: Failure | None = None
+            async with self._turns or contextlib.nullcontext():
+                try:
+                    response = await self._pool.post(url, data, connect=self._connect_timeout,
+                                                     read=self.timeout)
+                    raw = b"" if stream and response.status < 400 else \
+                        await _transport.read_body(response)
+                except Failure as exc:
+                    failure = exc
+                else:
+                    if response.status < 400:
+                        try:
+                            yield response, raw
+                        finally:
+                            response.release()
+                        return
+            if failure is not None:
+                if failure.kind == "unreachable":
+                    raise ModelUnreachableError(url, _reason(failure)) from failure
                 if attempt > self.max_retries:
-                    if exc.kind == "timeout":
-                        raise ModelTimeoutError(url, self.timeout) from exc
-                    raise ModelUnreachableError(url, _reason(exc)) from exc
-                why = "timeout" if exc.kind == "timeout" else type(exc.__cause__).__name__
+                    if failure.kind == "timeout":
+                        raise ModelTimeoutError(url, self.timeout) from failure
+                    raise ModelUnreachableError(url, _reason(failure)) from failure
+                why = "timeout" if failure.kind == "timeout" else \
+                    type(failure.__cause__).__name__
                 await self._backoff(attempt, None, why, request)
                 continue
-
-            if response.status < 400:
-                try:
-                    yield response, raw
-                finally:
-                    response.release()
-                return
 
             error = self._classify(response, raw.decode("utf-8", "replace"), path)
             retryable = isinstance(error, ModelRateLimitError) or (
@@ -189,6 +208,24 @@ class ModelHTTP:
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}{path}"
+
+
+class Turns:
+    """At most ``limit`` holders at once; the others wait, first come first served."""
+
+    def __init__(self, limit: int) -> None:
+        self._free = asyncio.Semaphore(limit)
+        self.waiting = 0
+
+    async def __aenter__(self) -> None:
+        self.waiting += 1
+        try:
+            await self._free.acquire()
+        finally:
+            self.waiting -= 1
+
+    async def __aexit__(self, *_: object) -> None:
+        self._free.release()
 
 
 def _reason(exc: Exception) -> str:

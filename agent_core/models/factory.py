@@ -28,7 +28,7 @@ def build_adapter(spec: ModelSpec, settings: Settings, *, key_setting: str = "LL
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
     http = ModelHTTP(provider=spec.provider, base_url=spec.url(), headers=headers,
                      timeout=settings.llm_timeout, max_retries=settings.llm_max_retries,
-                     key_setting=key_setting)
+                     key_setting=key_setting, max_concurrency=settings.llm_max_concurrency)
     native = settings.llm_native_tools
     match spec.provider:
         case "openai":
