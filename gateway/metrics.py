@@ -89,6 +89,9 @@ class Metrics:
         self.active_tasks = Gauge("hermes_active_conversations", "Conversations being worked "
                                   "on by this gateway", multiprocess_mode="livesum",
                                   registry=reg)
+        self.model_waiting = Gauge("hermes_model_calls_waiting", "Model calls waiting for "
+                                   "their turn under LLM_MAX_CONCURRENCY, this process",
+                                   multiprocess_mode="livesum", registry=reg)
         self.waiting = Gauge("hermes_conversations_waiting", "Conversations with queued work "
                              "(all replicas; read from the store at scrape)",
                              multiprocess_mode="mostrecent", registry=reg)

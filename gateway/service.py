@@ -245,6 +245,7 @@ class Gateway:
         """The metrics exposition, with the gauges read now."""
         if self._parts is not None:
             self.metrics.active_tasks.set(self._parts.workers.active)
+            self.metrics.model_waiting.set(self._parts.runtime.model.calls_waiting)
             with contextlib.suppress(Exception):  # the store's own state shows in /readyz
                 self.metrics.waiting.set(await self._parts.queue.waiting())
         return self.metrics.exposition()

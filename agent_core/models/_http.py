@@ -43,7 +43,7 @@ from ..errors import (
 from ..redaction import redact
 from . import _transport
 from ._transport import Failure, Pool
-from .base import ModelRequest
+from .base import ModelAdapter, ModelRequest
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,27 @@ class ModelHTTP:
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}{path}"
+
+
+class HTTPModel(ModelAdapter):
+    """An adapter that reaches its model through one ModelHTTP (its connections, retries
+    and turns)."""
+
+    #: What ``name`` starts with (None: the ModelHTTP's provider).
+    name_prefix: str | None = None
+
+    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
+        self.http = http
+        self.model_name = model_name
+        self.native_tools = native_tools
+        self.name = f"{self.name_prefix or http.provider}:{model_name}"
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    @property
+    def calls_waiting(self) -> int:
+        return self.http.waiting
 
 
 class Turns:

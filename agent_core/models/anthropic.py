@@ -9,23 +9,16 @@ from .._toolformats import to_anthropic, tool_call_as_text, tool_result_as_text
 from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
 from ._bodies import AnthropicEvent, AnthropicMessage, AnthropicUsage, read, text_of
-from ._http import ModelHTTP, sse_data
-from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
+from ._http import HTTPModel, sse_data
+from .base import ModelRequest, ModelResponse, RawToolCall, Usage
 
 API_VERSION = "2023-06-01"
 
 
-class AnthropicModel(ModelAdapter):
+class AnthropicModel(HTTPModel):
     """Claude models over the Messages API."""
 
-    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
-        self.http = http
-        self.model_name = model_name
-        self.native_tools = native_tools
-        self.name = f"anthropic:{model_name}"
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
+    name_prefix = "anthropic"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body of a /v1/messages call."""

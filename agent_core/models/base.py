@@ -81,3 +81,8 @@ class ModelAdapter(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most adapters need none
         """Release connections."""
+
+    @property
+    def calls_waiting(self) -> int:
+        """Calls waiting for their turn under LLM_MAX_CONCURRENCY now."""
+        return 0

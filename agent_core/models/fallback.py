@@ -32,6 +32,10 @@ class FallbackModel(ModelAdapter):
         for model in self.models:
             await model.aclose()
 
+    @property
+    def calls_waiting(self) -> int:
+        return sum(model.calls_waiting for model in self.models)
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         now = self._clock()
         fresh = [i for i in range(len(self.models))

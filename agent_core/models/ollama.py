@@ -9,21 +9,14 @@ from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
 from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
 from ._bodies import OllamaChat, OllamaLine, OllamaMessage, read, text_of
-from ._http import ModelHTTP
-from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
+from ._http import HTTPModel
+from .base import ModelRequest, ModelResponse, RawToolCall, Usage
 
 
-class OllamaModel(ModelAdapter):
+class OllamaModel(HTTPModel):
     """A model served by Ollama, over its native API."""
 
-    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
-        self.http = http
-        self.model_name = model_name
-        self.native_tools = native_tools
-        self.name = f"ollama:{model_name}"
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
+    name_prefix = "ollama"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body of an /api/chat call."""

@@ -10,21 +10,12 @@ from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
 from ..errors import ModelResponseError
 from ..messages import Message
 from ._bodies import OpenAIChunk, OpenAICompletion, OpenAIUsage, read, text_of
-from ._http import ModelHTTP, sse_data
-from .base import ModelAdapter, ModelRequest, ModelResponse, RawToolCall, Usage
+from ._http import HTTPModel, sse_data
+from .base import ModelRequest, ModelResponse, RawToolCall, Usage
 
 
-class OpenAICompatModel(ModelAdapter):
+class OpenAICompatModel(HTTPModel):
     """Chat completions with native tool calls (or the JSON text protocol when disabled)."""
-
-    def __init__(self, http: ModelHTTP, model_name: str, *, native_tools: bool = True) -> None:
-        self.http = http
-        self.model_name = model_name
-        self.native_tools = native_tools
-        self.name = f"{http.provider}:{model_name}"
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body of a chat/completions call."""

@@ -124,3 +124,23 @@ async def test_a_resumed_task_counts_its_model_calls_and_tokens_once(
     assert grew("hermes_tasks_total", outcome="awaiting_approval") == 1
     assert grew("hermes_tasks_total", outcome="answered") == 1
     assert grew("hermes_task_duration_seconds_count") == 1
+
+
+async def test_model_calls_waiting_for_their_turn_show_in_the_metrics(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(llm_max_concurrency=1)
+    h.model.add(Reply("slow", delay=60), Reply("second"))
+    model = h.gateway.parts.runtime.model
+    first = (await (await h.client.post("/agent/run-async", json={
+        "text": "first", "conversation_id": "a"})).json())["task_id"]
+    await h.wait_for(lambda: len(h.model.requests) == 1)
+    second = (await (await h.client.post("/agent/run-async", json={
+        "text": "second", "conversation_id": "b"})).json())["task_id"]
+    await h.wait_for(lambda: model.calls_waiting == 1)
+    assert value(await scrape(h), "hermes_model_calls_waiting") == 1
+    # Stopping the first task gives its turn to the second call.
+    assert (await h.client.post(f"/agent/tasks/{first}/cancel")).status == 202
+    await h.wait_idle()
+    assert (await h.task(second))["text"] == "second"
+    assert len(h.model.requests) == 2
+    assert value(await scrape(h), "hermes_model_calls_waiting") == 0
