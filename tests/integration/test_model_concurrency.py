@@ -95,6 +95,30 @@ async def test_the_wait_for_a_turn_is_not_part_of_the_timeout(local_http: LocalH
         await http.aclose()
 
 
+async def test_a_stream_left_half_read_gives_its_turn_back(local_http: LocalHTTP) -> None:
+    done = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if not (await request.json()).get("stream"):
+            return web.json_response({"ok": True})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: 1\n\n")
+        await done.wait()  # not before the test ends
+        return response
+
+    http = await limited(local_http, handler, limit=1)
+    try:
+        async for line in http.stream_lines("/chat", {"stream": True}, REQUEST):
+            assert line == "data: 1"
+            break  # as an adapter does at its last chunk, or on a bad one
+        async with asyncio.timeout(20):
+            assert await http.post_json("/chat", {}, REQUEST) == {"ok": True}
+    finally:
+        done.set()
+        await http.aclose()
+
+
 @pytest.mark.parametrize(("ending", "raised"), [("error", ModelHTTPError),
                                                  ("dropped", ModelUnreachableError),
                                                  ("cancelled", asyncio.CancelledError)])
