@@ -70,17 +70,27 @@ async def test_no_more_calls_than_the_limit_reach_the_server(local_http: LocalHT
         await http.aclose()
 
 
-async def test_the_wait_for_a_turn_is_not_part_of_the_timeout(local_http: LocalHTTP) -> None:
+def streaming(data: bytes, *, held: asyncio.Event | None = None) -> Handler:
+    """A model server answering a body with "stream" by ``data`` as server-sent events, then
+    ending the stream (or, with ``held``, keeping it open until that is set); any other body
+    by ``{"ok": true}``."""
     async def handler(request: web.Request) -> web.StreamResponse:
         if not (await request.json()).get("stream"):
             return web.json_response({"ok": True})
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        await response.write(b"data: 1\n\ndata: 2\n\n")
+        await response.write(data)
+        if held is not None:
+            await held.wait()
         await response.write_eof()
         return response
 
-    http = await limited(local_http, handler, limit=1, timeout=1.0)
+    return handler
+
+
+async def test_the_wait_for_a_turn_is_not_part_of_the_timeout(local_http: LocalHTTP) -> None:
+    http = await limited(local_http, streaming(b"data: 1\n\ndata: 2\n\n"), limit=1,
+                         timeout=1.0)
     try:
         lines = http.stream_lines("/chat", {"stream": True}, REQUEST)
         first = await anext(lines)  # the stream holds the only turn until it ends
@@ -96,18 +106,8 @@ async def test_the_wait_for_a_turn_is_not_part_of_the_timeout(local_http: LocalH
 
 
 async def test_a_stream_left_half_read_gives_its_turn_back(local_http: LocalHTTP) -> None:
-    done = asyncio.Event()
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        if not (await request.json()).get("stream"):
-            return web.json_response({"ok": True})
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(b"data: 1\n\n")
-        await done.wait()  # not before the test ends
-        return response
-
-    http = await limited(local_http, handler, limit=1)
+    done = asyncio.Event()  # the stream ends with the test, not before
+    http = await limited(local_http, streaming(b"data: 1\n\n", held=done), limit=1)
     try:
         async for line in http.stream_lines("/chat", {"stream": True}, REQUEST):
             assert line == "data: 1"
