@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 #: WATCH: a window's eviction, approvals, the scheduler, dead letters); more are opened as
 #: they are needed. Not one per worker: the answer path shares one connection.
 TRANSACTION_CONNECTIONS = 8
+#: Seconds between refreshes of a process's live gauges when several serve one port.
+GAUGE_REFRESH = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,13 @@ class Gateway:
             leader.start()
             stack.push_async_callback(leader.stop)
         stack.push_async_callback(repeating(approvals.expire_due, 2.0, "approval expiry").stop)
+        if self.metrics.multiprocess:
+            # A scrape reaches one of the processes and sums every process's file: each keeps
+            # its own share current, not only when it is the one scraped.
+            async def refresh() -> None:
+                self._set_gauges(workers, runtime.model)
+
+            stack.push_async_callback(repeating(refresh, GAUGE_REFRESH, "live gauges").stop)
         if settings.conversation_ttl > 0:
             ttl = settings.conversation_ttl
             sweep = repeating(lambda: opened.store.sweep_idle(ttl),
@@ -241,11 +250,15 @@ class Gateway:
             return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
         return self._parts.runtime.model.name if self._parts else "configured"
 
+    def _set_gauges(self, workers: WorkerPool, model: ModelAdapter) -> None:
+        """This process's conversations and waiting model calls, as they are now."""
+        self.metrics.active_tasks.set(workers.active)
+        self.metrics.model_waiting.set(model.calls_waiting)
+
     async def scrape(self) -> bytes:
         """The metrics exposition, with the gauges read now."""
         if self._parts is not None:
-            self.metrics.active_tasks.set(self._parts.workers.active)
-            self.metrics.model_waiting.set(self._parts.runtime.model.calls_waiting)
+            self._set_gauges(self._parts.workers, self._parts.runtime.model)
             with contextlib.suppress(Exception):  # the store's own state shows in /readyz
                 self.metrics.waiting.set(await self._parts.queue.waiting())
         return self.metrics.exposition()

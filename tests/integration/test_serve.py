@@ -17,10 +17,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.webhook import signed_headers
-from agent_core.models.replay import ReplayModelServer
+from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.store.embedded import free_port
 from tests.integration.conftest import answer_echo
 
@@ -168,6 +170,40 @@ async def test_several_processes_share_the_port_and_stop_together(
     assert "Traceback" not in text and "ERROR" not in text, text
     assert not (tmp_path / "valkey" / "server.json").exists(), "the store stopped last"
     assert not (tmp_path / "nats" / "server.json").exists(), "and the nats-server with it"
+
+
+@pytest.mark.timeout(120)
+async def test_each_process_keeps_its_live_gauges_current_between_scrapes(
+        tmp_path: Path, callback_server: dict[str, Any]) -> None:
+    # A scrape sums every process's file, so each process's share must be current even
+    # when another process answers the scrape; here nobody scrapes at all.
+    model = ReplayModelServer([Reply("done", delay=5.0)], responder=answer_echo)
+    await model.start()
+    gateway = Serve(tmp_path, model, "--processes", "2")
+
+    def active() -> float:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(tmp_path / "metrics" / str(gateway.port)))
+        return registry.get_sample_value("hermes_active_conversations") or 0.0
+
+    async def until(value: float) -> None:
+        for _ in range(300):
+            if active() == value:
+                return
+            await asyncio.sleep(0.05)
+        pytest.fail(f"hermes_active_conversations never read {value}: {active()}")
+
+    try:
+        async with aiohttp.ClientSession() as http:
+            await gateway.ready(http)
+        await gateway.send("held", "take your time", callback_server["url"])
+        await until(1.0)  # while the model takes its 5 s
+        assert await answers(callback_server, 1) == ["done"]
+        await until(0.0)
+        assert await gateway.stop() == 0, gateway.log.read_text()
+    finally:
+        gateway.kill()
+        await model.stop()
 
 
 @pytest.mark.timeout(90)
