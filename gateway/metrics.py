@@ -43,6 +43,7 @@ MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
+
 class Metrics:
     """The gateway's metrics, in a registry of their own."""
 
@@ -151,13 +152,12 @@ class Metrics:
     # --- HTTP ----------------------------------------------------------------------------
     def request_done(self, request: web.Request, status: int, started: float) -> None:
         """Count and time one answered request (``started``: its ``time.perf_counter()``)."""
+        seconds = time.perf_counter() - started
         route = request.match_info.route.resource
-        if route is None:  # any method, any path: not kept
-            self.requests.labels("unmatched", request.method, str(status)).inc()
-            self.request_seconds.labels("unmatched").observe(time.perf_counter() - started)
-        else:
-            self._request(route.canonical, request.method, str(status)).inc()
-            self._request_seconds(route.canonical).observe(time.perf_counter() - started)
+        # Any method on any path is counted as one "unmatched" route, never by its path.
+        template = "unmatched" if route is None else route.canonical
+        self._request(template, request.method, str(status)).inc()
+        self._request_seconds(template).observe(seconds)
 
     def exposition(self) -> bytes:
         """The text a scrape gets."""
