@@ -193,3 +193,10 @@ def use_multiprocess_dir(path: Path) -> None:
     os.environ[MULTIPROCESS_DIR] = str(path)
     # prometheus_client picks its value class when it is imported, from the environment.
     prometheus_values.ValueClass = prometheus_values.get_value_class()  # type: ignore[no-untyped-call]
+
+
+def forget_process(pid: int) -> None:
+    """Leave a dead serving process's live gauges out of the sums from now on (its counters
+    stay counted: what it did happened)."""
+    if os.environ.get(MULTIPROCESS_DIR):
+        prometheus_multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

@@ -7,9 +7,12 @@ REDIS_URL) like replicas on several machines do, so every queue, lock and lease 
 across them unchanged. Each has its own HERMES_WORKERS.
 
 The first process is the parent. It starts its gateway (and with it the embedded store),
-then the others, as ``serve --child``; they find the store running and reuse it. On
-SIGTERM the parent stops the others first and its store last. A child whose parent is
-gone (killed outright) stops itself.
+then the others, as ``serve --child``; they find the store running and reuse it. A child
+that dies is started again: a second later after a life of a minute or more, otherwise
+after a delay that doubles up to a minute (a child that cannot start does not spin). Its
+share of the live gauges leaves the metrics' sums; the conversations it held are taken up
+by the others when their leases run out. On SIGTERM the parent stops the others first and its
+store last. A child whose parent is gone (killed outright) stops itself.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -29,65 +31,108 @@ from aiohttp import web
 
 from agent_core import ConfigError
 
+from .metrics import forget_process
+
 log = logging.getLogger(__name__)
 
 #: The line a child prints on stdout once it serves.
 READY = "hermes-gateway: serving"
 #: Seconds a child has to start; then the parent gives up on it.
 START_TIMEOUT = 60.0
+#: The delay before a dead child is started again: the first, and the longest it doubles
+#: to while children keep dying young (seconds).
+RESTART_DELAY = (1.0, 60.0)
+#: A child that lived this long (seconds) died of something else than its start: the next
+#: one starts after the first delay again.
+STABLE_AFTER = 60.0
+
+Child = asyncio.subprocess.Process
 
 
 class Siblings:
-    """The parent's view of the other serving processes."""
+    """The parent's view of the other serving processes: starts them, starts again any
+    that dies, stops them."""
 
     def __init__(self, count: int, host: str, port: int, *, stop_timeout: float) -> None:
         self.count = count
         self.host = host
         self.port = port
         self.stop_timeout = stop_timeout
-        self.children: list[subprocess.Popen[bytes]] = []
+        self.children: list[Child] = []
+        self._keepers: list[asyncio.Task[None]] = []
 
     def attach(self, app: web.Application) -> None:
-        """Start the others once this process serves; stop them before it stops."""
+        """Start the others once this process serves, and keep them running; stop them
+        before it stops."""
 
         async def start(_: web.Application) -> None:
-            await asyncio.to_thread(self.start)
+            await self.start()
 
         async def stop(_: web.Application) -> None:
-            await asyncio.to_thread(self.stop)
+            await self.stop()
 
         app.on_startup.append(start)
         app.on_shutdown.append(stop)
 
-    def start(self) -> None:
-        """Start ``count - 1`` children and wait until each serves."""
-        env = {**os.environ, "HERMES_PARENT_PID": str(os.getpid())}
+    async def start(self) -> None:
+        """Start ``count - 1`` children, wait until each serves, then watch them."""
         for _ in range(self.count - 1):
-            child = subprocess.Popen(
-                [sys.executable, "-m", "gateway.cli", "serve", "--child",
-                 "--host", self.host, "--port", str(self.port)],
-                env=env, stdout=subprocess.PIPE)
-            self.children.append(child)
+            self.children.append(await self._spawn())
         for child in self.children:
-            _wait_ready(child)
+            await _ready(child)
+        self._keepers = [asyncio.create_task(self._keep(slot))
+                         for slot in range(len(self.children))]
         log.info("serving from %d processes (pids %s)", self.count,
                  ", ".join(str(p) for p in [os.getpid(), *(c.pid for c in self.children)]))
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         """SIGTERM every child and wait for it; kill what outlives the timeout."""
+        for keeper in self._keepers:
+            keeper.cancel()
+        await asyncio.gather(*self._keepers, return_exceptions=True)
         for child in self.children:
-            if child.poll() is None:
+            if child.returncode is None:
                 child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout
         for child in self.children:
             try:
-                child.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                await asyncio.wait_for(child.wait(), max(0.1, deadline - time.monotonic()))
+            except TimeoutError:
                 log.warning("serving process %d did not stop in time; killing it", child.pid)
                 child.kill()
-                child.wait()
-            if child.stdout is not None:
-                child.stdout.close()
+                await child.wait()
+
+    async def _keep(self, slot: int) -> None:
+        """Start the child in ``slot`` again whenever it dies."""
+        first, longest = RESTART_DELAY
+        delay, born = first, time.monotonic()
+        while True:
+            dead = self.children[slot]
+            code = await dead.wait()
+            if time.monotonic() - born >= STABLE_AFTER:
+                delay = first
+            log.warning("serving process %d %s; starting another in %g s", dead.pid,
+                        f"was killed by signal {-code}" if code < 0 else f"exited ({code})",
+                        delay)
+            forget_process(dead.pid)  # its live gauges; its counters stay counted
+            await asyncio.sleep(delay)
+            delay, born = min(delay * 2, longest), time.monotonic()
+            self.children[slot] = child = await self._spawn()
+            try:
+                await _ready(child)
+            except RuntimeError as exc:  # it exited at start (said above) or hangs
+                if child.returncode is None:
+                    log.warning("%s; killing it", exc)
+                    child.kill()
+            else:
+                log.info("serving process %d replaces %d", child.pid, dead.pid)
+
+    async def _spawn(self) -> Child:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway.cli", "serve", "--child",
+            "--host", self.host, "--port", str(self.port),
+            env={**os.environ, "HERMES_PARENT_PID": str(os.getpid())},
+            stdout=asyncio.subprocess.PIPE)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -103,17 +148,19 @@ def check_port_free(host: str, port: int) -> None:
                               "(another process listens there?)") from None
 
 
-def _wait_ready(child: subprocess.Popen[bytes]) -> None:
+async def _ready(child: Child) -> None:
+    """Wait for a child's ``READY`` line."""
     assert child.stdout is not None
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        line = child.stdout.readline()
-        if not line:  # it exited
-            raise RuntimeError(f"serving process {child.pid} exited at start "
-                               f"(code {child.wait()}); see its log above")
-        if line.decode(errors="replace").strip() == READY:
-            return
-    raise RuntimeError(f"serving process {child.pid} did not start within {START_TIMEOUT:g} s")
+    try:
+        async with asyncio.timeout(START_TIMEOUT):
+            while line := await child.stdout.readline():
+                if line.decode(errors="replace").strip() == READY:
+                    return
+    except TimeoutError:
+        raise RuntimeError(f"serving process {child.pid} did not start within "
+                           f"{START_TIMEOUT:g} s") from None
+    raise RuntimeError(f"serving process {child.pid} exited at start "
+                       f"(code {await child.wait()}); see its log above")
 
 
 def as_child(app: web.Application) -> None:

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,102 @@ async def test_a_child_stops_when_its_parent_is_killed(
         state = tmp_path / "valkey" / "server.json"
         if state.exists():  # the store outlives a killed parent, as with one process
             os.kill(json.loads(state.read_text())["pid"], signal.SIGTERM)
+
+
+async def _run_on_a_child(gateway: Serve, body: dict[str, str]
+                          ) -> tuple[int, asyncio.Task[Any], aiohttp.ClientSession]:
+    """Start a synchronous run on a connection a child serves (the run starts there); its
+    pid, the request's task and its session."""
+    for _ in range(40):
+        http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+        async with http.get(f"{gateway.base}/healthz") as r:  # the connection stays open
+            pid = (await r.json())["pid"]
+        if pid != gateway.process.pid:
+            run = asyncio.create_task(http.post(f"{gateway.base}/agent/run", json=body))
+            return pid, run, http
+        await http.close()
+    pytest.fail("no connection reached the child")
+
+
+@pytest.mark.timeout(150)
+async def test_a_child_that_dies_is_started_again_and_its_work_finished_by_the_others(
+        tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def first_call_held(path: str, body: dict[str, Any]) -> Reply:
+        reply = answer_echo(path, body)
+        calls.append(reply.text)
+        return Reply(reply.text, delay=60.0 if len(calls) == 1 else 0.0)
+
+    model = ReplayModelServer(responder=first_call_held)
+    await model.start()
+    gateway = Serve(tmp_path, model, "--processes", "2", HERMES_LEASE_SECONDS="3")
+    files = tmp_path / "metrics" / str(gateway.port)
+
+    def active() -> float:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(files))
+        return registry.get_sample_value("hermes_active_conversations") or 0.0
+
+    async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
+        for _ in range(600):
+            if await check():
+                return
+            await asyncio.sleep(0.05)
+        pytest.fail(f"never {what}:\n" + gateway.log.read_text())
+
+    async def pids() -> set[int]:
+        seen = set()
+        for _ in range(10):
+            async with aiohttp.ClientSession() as fresh, \
+                    fresh.get(f"{gateway.base}/healthz") as r:
+                seen.add((await r.json())["pid"])
+        return seen
+
+    async def answered() -> bool:
+        async with aiohttp.ClientSession() as fresh, fresh.get(
+                f"{gateway.base}/agent/conversations/api:held/messages") as r:
+            messages = (await r.json())["messages"]
+        return [m["text"] for m in messages if m["role"] == "assistant"] == \
+            ["answer to: hold on"]
+
+    http = None
+    try:
+        async with aiohttp.ClientSession() as probe:
+            await gateway.ready(probe)
+        child, run, http = await _run_on_a_child(
+            gateway, {"text": "hold on", "conversation_id": "held"})
+
+        async def in_the_model() -> bool:
+            return calls == ["answer to: hold on"] and active() == 1.0
+
+        await until("the child's task reached the model", in_the_model)
+        os.kill(child, signal.SIGKILL)
+        with pytest.raises(aiohttp.ClientError):
+            await run  # the process that ran it is gone
+        await http.close()
+
+        async def replaced() -> bool:
+            serving = await pids()
+            return len(serving) == 2 and child not in serving
+
+        await until("replaced the child", replaced)
+        await until("answered the conversation elsewhere", answered)
+        assert calls == ["answer to: hold on"] * 2  # taken up once, when its lease ran out
+
+        async def idle() -> bool:  # the dead child's share is out of the sum
+            return active() == 0.0
+
+        await until("counted no active conversation", idle)
+        assert await gateway.stop() == 0, gateway.log.read_text()
+    finally:
+        if http is not None:
+            await http.close()
+        gateway.kill()
+        await model.stop()
+    text = gateway.log.read_text()
+    assert f"serving process {child} was killed by signal 9; starting another in 1 s" in text
+    assert "Traceback" not in text and "ERROR" not in text, text
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
