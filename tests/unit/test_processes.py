@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
 
 import pytest
 
@@ -36,30 +35,38 @@ SERVES_THEN_DIES = f"print({READY!r}, flush=True)"
 NEVER_SERVES = "import time; time.sleep(600)"
 
 
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(processes, "RESTART_DELAY", (0.05, 0.2))
+    caplog.set_level(logging.INFO, "gateway.processes")
+
+
 def delays(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage().rsplit(" in ", 1)[1] for r in caplog.records
             if "starting another" in r.getMessage()]
 
 
-async def until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(3000):  # 30 s, for a busy machine
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    pytest.fail(f"never {what}")
+async def restarted(siblings: Stand, caplog: pytest.LogCaptureFixture, times: int
+                    ) -> list[str]:
+    """Start, wait until the child was started again ``times`` times, stop: the delays."""
+    await siblings.start()
+    try:
+        for _ in range(3000):  # 30 s, for a busy machine
+            if len(delays(caplog)) >= times:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail(f"not started again {times} times: {delays(caplog)}")
+    finally:
+        await siblings.stop()
+    return delays(caplog)[:times]
 
 
 async def test_a_child_that_keeps_dying_young_is_started_again_later_each_time(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(processes, "RESTART_DELAY", (0.05, 0.2))
-    caplog.set_level(logging.INFO, "gateway.processes")
+        caplog: pytest.LogCaptureFixture) -> None:
     siblings = Stand(SERVES_THEN_DIES)
-    await siblings.start()
-    try:
-        await until(lambda: len(delays(caplog)) >= 5, "restarted four times")
-    finally:
-        await siblings.stop()
-    assert delays(caplog)[:5] == ["0.05 s", "0.1 s", "0.2 s", "0.2 s", "0.2 s"]
+    assert await restarted(siblings, caplog, 5) == \
+        ["0.05 s", "0.1 s", "0.2 s", "0.2 s", "0.2 s"]
     assert all(child.returncode is not None for child in siblings.spawned)
     replaced = [r.getMessage() for r in caplog.records if "replaces" in r.getMessage()]
     first, second = siblings.spawned[:2]
@@ -68,29 +75,15 @@ async def test_a_child_that_keeps_dying_young_is_started_again_later_each_time(
 
 async def test_after_a_long_life_a_child_is_started_again_after_the_first_delay(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(processes, "RESTART_DELAY", (0.05, 0.2))
     monkeypatch.setattr(processes, "STABLE_AFTER", 0.0)  # every life counts as long
-    caplog.set_level(logging.INFO, "gateway.processes")
-    siblings = Stand(SERVES_THEN_DIES)
-    await siblings.start()
-    try:
-        await until(lambda: len(delays(caplog)) >= 3, "restarted twice")
-    finally:
-        await siblings.stop()
-    assert delays(caplog)[:3] == ["0.05 s"] * 3
+    assert await restarted(Stand(SERVES_THEN_DIES), caplog, 3) == ["0.05 s"] * 3
 
 
 async def test_a_replacement_that_never_serves_is_killed_and_tried_again(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(processes, "RESTART_DELAY", (0.05, 0.2))
     monkeypatch.setattr(processes, "START_TIMEOUT", 0.5)
-    caplog.set_level(logging.INFO, "gateway.processes")
     siblings = Stand(SERVES_THEN_DIES, NEVER_SERVES)
-    await siblings.start()
-    try:
-        await until(lambda: len(siblings.spawned) >= 3, "tried a second replacement")
-    finally:
-        await siblings.stop()
+    await restarted(siblings, caplog, 2)
     first, hung = siblings.spawned[:2]
     said = [r.getMessage() for r in caplog.records]
     expected = [f"serving process {first.pid} exited (0); starting another in 0.05 s",
