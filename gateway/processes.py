@@ -8,8 +8,8 @@ across them unchanged. Each has its own HERMES_WORKERS.
 
 The first process is the parent. It starts its gateway (and with it the embedded store),
 then the others, as ``serve --child``; they find the store running and reuse it. A child
-that dies is started again: a second later after a life of a minute or more, otherwise
-after a delay that doubles up to a minute (a child that cannot start does not spin). Its
+that dies is started again a second later; one that dies again within a minute, after a
+delay that doubles each time up to a minute (a child that cannot start does not spin). Its
 share of the live gauges leaves the metrics' sums; the conversations it held are taken up
 by the others when their leases run out. On SIGTERM the parent stops the others first and its
 store last. A child whose parent is gone (killed outright) stops itself.
