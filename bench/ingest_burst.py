@@ -9,10 +9,16 @@ burst goes to connections opened beforehand, and the gateway's CPU is read from
 ``/proc/<pid>/task/*/schedstat`` (nanoseconds; ``/proc/<pid>/stat`` counts 10 ms ticks,
 about one whole burst) just before the first request and just after the last ack.
 The gateway runs one worker and no model, so the tasks the burst queues are answered
-"no model configured", mostly after the burst; ``--floor`` measures the same bursts
-against an aiohttp app that only answers 202 (on uvloop, as ``serve`` runs).
+"no model configured", mostly after the burst. ``--floor`` measures the same bursts
+against a server that only answers 202, on uvloop as ``serve`` runs: ``app``, an aiohttp
+application (router, request and response objects, as the gateway's); ``lowlevel``,
+aiohttp's low-level ``web.Server`` (no application, no router); ``raw``, an
+``asyncio.Protocol`` that finds each request's end by its Content-Length and writes a
+prepared response (no HTTP library: what the event loop and the kernel cost alone, a
+measuring device, not a server).
 
-    .venv/bin/python bench/ingest_burst.py [--bursts 21] [--size 200] [--floor]
+    .venv/bin/python bench/ingest_burst.py [--bursts 21] [--size 200]
+                                           [--floor [app|lowlevel|raw]]
 
 Prints medians over the bursts after the first (its requests meet cold code).
 """
@@ -47,9 +53,71 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def start_server(floor: bool, port: int, data: Path) -> subprocess.Popen[bytes]:
+# On uvloop when it is installed, as `serve` runs.
+_UVLOOP = """
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
+"""
+
+# aiohttp's low-level server: a handler per request, no application or router.
+_LOWLEVEL_SERVER = _UVLOOP + """
+import asyncio, sys
+from aiohttp import web
+
+async def accept(request):
+    await request.read()
+    return web.json_response({"task_id": "-"}, status=202)
+
+async def main():
+    runner = web.ServerRunner(web.Server(accept, access_log=None), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", int(sys.argv[1])).start()
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+# No HTTP library: the requests' ends found by Content-Length, a prepared 202 written.
+_RAW_SERVER = _UVLOOP + """
+import asyncio, re, sys
+LENGTH = re.compile(rb"\\r\\ncontent-length:[ \\t]*([0-9]+)", re.IGNORECASE)
+BODY = b'{"task_id":"-"}'
+RESPONSE = (b"HTTP/1.1 202 Accepted\\r\\nContent-Type: application/json\\r\\n"
+            b"Content-Length: %d\\r\\n\\r\\n%s" % (len(BODY), BODY))
+
+class Accept(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.buffer = transport, b""
+
+    def data_received(self, data):
+        self.buffer += data
+        while (end := self.buffer.find(b"\\r\\n\\r\\n")) >= 0:
+            found = LENGTH.search(self.buffer, 0, end + 2)
+            size = end + 4 + (int(found[1]) if found else 0)
+            if len(self.buffer) < size:
+                return
+            self.buffer = self.buffer[size:]
+            self.transport.write(RESPONSE)
+
+async def main():
+    await asyncio.get_running_loop().create_server(Accept, "127.0.0.1", int(sys.argv[1]))
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+FLOORS = {"app": _NULL_SERVER, "lowlevel": _LOWLEVEL_SERVER, "raw": _RAW_SERVER}
+DESCRIBED = {"app": "do-nothing aiohttp app (uvloop)",
+             "lowlevel": "do-nothing aiohttp low-level server (uvloop)",
+             "raw": "do-nothing asyncio protocol, no HTTP library (uvloop)"}
+
+
+def start_server(floor: str | None, port: int, data: Path) -> subprocess.Popen[bytes]:
     if floor:
-        return subprocess.Popen([sys.executable, "-c", _NULL_SERVER, str(port)])
+        return subprocess.Popen([sys.executable, "-c", FLOORS[floor], str(port)])
     env = {**os.environ, "HERMES_DATA_DIR": str(data), "LOG_LEVEL": "WARNING",
            "HERMES_WORKERS": "1", "LLM_PROVIDER": "", "LLM_MODEL_NAME": "",
            "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),
@@ -93,7 +161,7 @@ async def burst(pid: int, port: int, n: int, size: int) -> tuple[float, list[flo
     return used / size, list(acks)
 
 
-async def main(bursts: int, size: int, floor: bool, port: int) -> None:
+async def main(bursts: int, size: int, floor: str | None, port: int) -> None:
     data = Path(tempfile.mkdtemp(prefix="hermes-burst-"))
     server = start_server(floor, port, data)
     try:
@@ -109,7 +177,7 @@ async def main(bursts: int, size: int, floor: bool, port: int) -> None:
     finally:
         server.terminate()
         server.wait(20)
-    what = "do-nothing aiohttp app (uvloop)" if floor else "gateway, 1 worker, no model"
+    what = DESCRIBED[floor] if floor else "gateway, 1 worker, no model"
     print(f"{what}: {bursts - 1} bursts of {size} first messages on open connections "
           "(medians, first burst left out)")
     print(f"  CPU per request  {statistics.median(cpu[1:]) * 1e6:7.1f} us   "
@@ -123,7 +191,7 @@ if __name__ == "__main__":
     parser.add_argument("--bursts", type=int, default=21)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--port", type=int, default=18991)
-    parser.add_argument("--floor", action="store_true",
-                        help="the do-nothing app instead of the gateway")
+    parser.add_argument("--floor", nargs="?", const="app", choices=sorted(FLOORS),
+                        help="a do-nothing server instead of the gateway (default: app)")
     args = parser.parse_args()
     asyncio.run(main(args.bursts, args.size, args.floor, args.port))
