@@ -95,8 +95,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
-# On uvloop when it is installed, as `serve` runs.
-_NULL_SERVER = """
+# The start of a do-nothing server's script: on uvloop when it is installed, as `serve` runs.
+_UVLOOP = """
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
+"""
+
+_NULL_SERVER = _UVLOOP + """
 import sys
 from aiohttp import web
 
@@ -104,11 +112,6 @@ async def accept(request):
     await request.read()
     return web.json_response({"task_id": "-"}, status=202)
 
-try:
-    import uvloop
-    uvloop.install()
-except ImportError:
-    pass
 app = web.Application()
 app.router.add_post("/webhook/{source}", accept)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway_load import _NULL_SERVER, SECRET, RawHTTP, percentile
+from gateway_load import _NULL_SERVER, _UVLOOP, SECRET, RawHTTP, percentile
 
 from adapters.webhook import signed_headers
 
@@ -52,15 +52,6 @@ def cpu_seconds(pid: int) -> float:
             total += int((thread / "schedstat").read_text().split()[0])
     return total / 1e9
 
-
-# On uvloop when it is installed, as `serve` runs.
-_UVLOOP = """
-try:
-    import uvloop
-    uvloop.install()
-except ImportError:
-    pass
-"""
 
 # aiohttp's low-level server: a handler per request, no application or router.
 _LOWLEVEL_SERVER = _UVLOOP + """
@@ -109,15 +100,15 @@ async def main():
 asyncio.run(main())
 """
 
-FLOORS = {"app": _NULL_SERVER, "lowlevel": _LOWLEVEL_SERVER, "raw": _RAW_SERVER}
-DESCRIBED = {"app": "do-nothing aiohttp app (uvloop)",
-             "lowlevel": "do-nothing aiohttp low-level server (uvloop)",
-             "raw": "do-nothing asyncio protocol, no HTTP library (uvloop)"}
+#: ``--floor``'s choices: what each is, and its script.
+FLOORS = {"app": ("do-nothing aiohttp app", _NULL_SERVER),
+          "lowlevel": ("do-nothing aiohttp low-level server", _LOWLEVEL_SERVER),
+          "raw": ("do-nothing asyncio protocol, no HTTP library", _RAW_SERVER)}
 
 
 def start_server(floor: str | None, port: int, data: Path) -> subprocess.Popen[bytes]:
     if floor:
-        return subprocess.Popen([sys.executable, "-c", FLOORS[floor], str(port)])
+        return subprocess.Popen([sys.executable, "-c", FLOORS[floor][1], str(port)])
     env = {**os.environ, "HERMES_DATA_DIR": str(data), "LOG_LEVEL": "WARNING",
            "HERMES_WORKERS": "1", "LLM_PROVIDER": "", "LLM_MODEL_NAME": "",
            "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),
@@ -177,7 +168,7 @@ async def main(bursts: int, size: int, floor: str | None, port: int) -> None:
     finally:
         server.terminate()
         server.wait(20)
-    what = DESCRIBED[floor] if floor else "gateway, 1 worker, no model"
+    what = f"{FLOORS[floor][0]} (uvloop)" if floor else "gateway, 1 worker, no model"
     print(f"{what}: {bursts - 1} bursts of {size} first messages on open connections "
           "(medians, first burst left out)")
     print(f"  CPU per request  {statistics.median(cpu[1:]) * 1e6:7.1f} us   "
