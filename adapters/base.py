@@ -47,6 +47,11 @@ class InboundMessage(BaseModel):
     space_id: str = ""
     #: Channel within the space (Slack channel id), for allowlists.
     room_id: str = ""
+    #: The sender's role when its credential proved one (an API key's); None: HERMES_ROLES
+    #: decides from the identity. Set by the gateway's API only, never from a platform.
+    role: str | None = None
+    #: The API key's principal that sent this for ``user_id`` (its act_as), for the audit.
+    principal: str = ""
     id: str = Field(default_factory=new_id)
 
     def reply(self, text: str, kind: OutboundKind = "answer", **fields: Any

@@ -19,6 +19,8 @@ import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent_core import AddressRefused, GuardedResolver, ResolutionRefused, check_url
+
 from .base import Channel, InboundMessage, Ingest, OutboundMessage
 from .errors import DeliveryError
 
@@ -81,9 +83,18 @@ class WebhookChannel(Channel):
         self._http: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
+        # Every name a callback resolves to is checked as it resolves (a public name that
+        # later points inside, DNS rebinding); addresses written as literals by _check.
+        resolver = GuardedResolver(internal_ok=self.callback_hosts)
         self._http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=self.timeout),
-            connector=aiohttp.TCPConnector(limit=200, limit_per_host=50))
+            connector=aiohttp.TCPConnector(limit=200, limit_per_host=50, resolver=resolver))
+
+    def _check(self, url: str) -> None:
+        """AddressRefused unless ``url`` is a callback this deployment may call: a host of
+        HERMES_WEBHOOK_CALLBACK_HOSTS when that is set (inside the network too), else any
+        public host (the SSRF guard: no loopback, private or metadata addresses)."""
+        check_url(url, allow_hosts=self.callback_hosts, internal_ok=self.callback_hosts)
 
     async def stop(self) -> None:
         if self._http is not None:
@@ -108,9 +119,11 @@ class WebhookChannel(Channel):
             payload = WebhookRequest.model_validate_json(body)
         except ValidationError as exc:
             return _error(400, _describe(exc))
-        if payload.callback_url and self.callback_hosts and \
-                urlsplit(payload.callback_url).hostname not in self.callback_hosts:
-            return _error(400, "callback_url host is not in HERMES_WEBHOOK_CALLBACK_HOSTS")
+        if payload.callback_url:
+            try:
+                self._check(payload.callback_url)
+            except AddressRefused as exc:
+                return _error(400, f"callback_url refused: {exc}")
         msg = to_inbound(source, payload, request.headers[SIGNATURE_HEADER])
         routed = await self.ingest(msg)
         status = 200 if routed.status == "duplicate" else 202
@@ -136,13 +149,19 @@ class WebhookChannel(Channel):
                    "Idempotency-Key": f"{message.task_id}:{message.kind}"}
         assert self._http is not None, "start() the channel first"
         try:
+            self._check(url)
             async with self._http.post(url, data=body, headers=headers,
                                        allow_redirects=False) as response:
                 status = response.status
                 retry_after = _seconds(response.headers.get("Retry-After"))
+        except AddressRefused as exc:
+            raise DeliveryError(f"callback to {url!r} refused: {exc}", retryable=False
+                                ) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise DeliveryError(f"callback to {url!r} failed: {type(exc).__name__}",
-                                retryable=True) from exc
+            refused = isinstance(getattr(exc, "os_error", None), ResolutionRefused)
+            raise DeliveryError(f"callback to {url!r} " + (
+                f"refused: {exc.os_error}" if refused  # type: ignore[union-attr]
+                else f"failed: {type(exc).__name__}"), retryable=not refused) from exc
         if status < 300:
             return None
         retryable = status in (408, 425, 429) or status >= 500

@@ -10,6 +10,7 @@ from . import lean
 from ._tls import tls_client_context
 from .decisions import DECISION_TYPES, AgentDecision, DecisionType
 from .errors import (
+    AddressRefused,
     AgentDeadlineError,
     AgentLoopLimitError,
     ApprovalRequired,
@@ -53,6 +54,7 @@ __all__ = [
     "DECISION_TYPES",
     "PAUSED",
     "TERMINAL",
+    "AddressRefused",
     "AgentDeadlineError",
     "AgentDecision",
     "AgentLoopLimitError",
@@ -67,15 +69,19 @@ __all__ = [
     "EventBus",
     "EventType",
     "FileLock",
+    "GuardedResolver",
     "HermesError",
     "LoopConfig",
     "Message",
     "ModelError",
+    "PinnedResolver",
+    "ResolutionRefused",
     "RuntimeFailure",
     "Sandbox",
     "Services",
     "Settings",
     "Signal",
+    "SsrfResolver",
     "StoreUnavailableError",
     "TaskControl",
     "TaskLoop",
@@ -91,21 +97,40 @@ __all__ = [
     "ToolExecutor",
     "ToolRegistry",
     "ToolResult",
+    "Vetted",
+    "check_url",
     "lazy_exports",
     "load_settings",
     "new_id",
+    "system_resolver",
     "tls_client_context",
     "tool",
+    "vet_url",
 ]
 
 if TYPE_CHECKING:
     from .filelock import FileLock
     from .models._transport import EnvProxies
     from .settings import Settings, load_settings
+    from .ssrf import (
+        GuardedResolver,
+        PinnedResolver,
+        ResolutionRefused,
+        Vetted,
+        check_url,
+        system_resolver,
+        vet_url,
+    )
+    from .ssrf import Resolver as SsrfResolver
 
 __getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings",
                                       "FileLock": "filelock",
-                                      "EnvProxies": "models._transport"})
+                                      "EnvProxies": "models._transport",
+                                      **dict.fromkeys(("GuardedResolver", "PinnedResolver",
+                                                       "ResolutionRefused", "Vetted",
+                                                       "check_url",
+                                                       "system_resolver", "vet_url"),
+                                                      "ssrf")})
 
 # Reading the CA bundle (aiohttp), importing OpenTelemetry's metrics SDK (redis-py),
 # loading libstdc++ (frozenlist), when they are imported later: agent_core.lean.

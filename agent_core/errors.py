@@ -19,7 +19,8 @@ One root, three families kept apart::
     │   ├── AgentDeadlineError       the overall task deadline passed
     │   ├── TooManyInvalidDecisions  K consecutive unusable model outputs
     │   ├── ToolError                a tool failed on purpose, with a message for the model
-    │   └── StoreUnavailableError    the Redis-protocol store cannot be reached
+    │   ├── StoreUnavailableError    the Redis-protocol store cannot be reached
+    │   └── AddressRefused           a URL that leads inside the network (the SSRF guard)
     └── Signal                       not an error: control flow the loop understands
         ├── ApprovalRequired         a tool call waits for a human decision
         └── TaskInterrupted          a newer message asked the running task to stop
@@ -194,6 +195,13 @@ class StoreUnavailableError(RuntimeFailure):
 
 
 # --- signals -------------------------------------------------------------------------------
+
+
+class AddressRefused(RuntimeFailure):
+    """A URL the SSRF guard will not let anything connect to (``agent_core.ssrf``); the
+    message says why, naming the host."""
+
+    user_message = "That address is not reachable from here."
 
 
 class Signal(HermesError):

@@ -55,6 +55,7 @@ from .task import (
     TaskStatus,
 )
 from .tool_turn import Compressor, ToolTurn
+from .tools.approval import PRIVATE
 from .tools.context import Services
 from .tools.executor import ToolExecutor
 
@@ -109,6 +110,7 @@ class TaskLoop:
         self.tool_specs = [*registry.specs(), ASK_USER_SPEC, *self._extra_tool_specs]
         self.model_turn.tool_specs = self.tool_specs
         self.model_turn.has_recall = "recall" in registry
+        self.model_turn.private_tools = frozenset(t.name for t in registry if PRIVATE in t.tags)
         self.parser = DecisionParser(registry.names(), {t.name: t.parameters for t in registry})
         self._tools_version = registry.version
 

@@ -42,6 +42,9 @@ class ModelTurn:
         self.config = config
         self.tool_specs = list(tool_specs)
         self.has_recall = has_recall
+        #: The tools tagged private: their results in the window (of this task or one
+        #: before it) are private data the task has read.
+        self.private_tools: frozenset[str] = frozenset()
         self.native_tools = bool(getattr(model, "native_tools", True))
         # The system message changes only with the plan and the archive's size: its count is
         # worth keeping (~0.1 ms of tokenizing per model call otherwise).
@@ -96,6 +99,9 @@ class ModelTurn:
             native_tools=self.native_tools)
         run.system_tokens = self._system_tokens(system) + 4
         window = snap.window
+        if self.private_tools:
+            read = {m.name for m in window if m.role == "tool" and m.name in self.private_tools}
+            state.private_reads.extend(sorted(read - set(state.private_reads)))
         budget = self.config.prompt_budget
         if shrink:
             policy = WindowPolicy(max_messages=max(4, self.config.max_context_messages // 2),

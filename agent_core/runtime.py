@@ -89,7 +89,9 @@ def build_executor(settings: Settings, registry: ToolRegistry, *,
                          cooldown=settings.tool_breaker_cooldown)
     rules = ApprovalRules(writes_need_approval=settings.hermes_writes_need_approval,
                           skip_roles=frozenset(settings.hermes_approval_skip_roles),
-                          skip_tools=frozenset(settings.hermes_approval_skip_tools))
+                          skip_tools=frozenset(settings.hermes_approval_skip_tools),
+                          egress_allow=frozenset(h.lower() for h in settings.hermes_fetch_allow),
+                          egress_after_private=settings.hermes_egress_after_private)
     return ToolExecutor(registry, board=board, timeout=settings.tool_timeout, rules=rules,
                         audit=audit)
 

@@ -156,6 +156,12 @@ class Settings(BaseSettings):
     hermes_sandbox_max_file_bytes: int = Field(1024 * 1024, ge=1)
     hermes_sandbox_max_bytes: int = Field(10 * 1024 * 1024, ge=1)
     hermes_fetch_allow_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    hermes_fetch_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="hosts (* patterns) a task may still send requests "
+                                          "to, unasked, after it has read private data")
+    hermes_egress_after_private: Literal["ask", "refuse", "allow"] = Field(
+        "ask", description="a request to another host by a task that has read private data "
+                           "(recall, files, what people sent): ask a human, refuse, or allow")
     hermes_fetch_max_bytes: int = Field(1_000_000, ge=1)
     hermes_fetch_timeout: float = Field(10.0, gt=0)
 
@@ -173,7 +179,7 @@ class Settings(BaseSettings):
         return value.rstrip("/")
 
     @field_validator("hermes_tools", "hermes_fetch_allow_hosts", "hermes_approval_skip_roles",
-                     "hermes_approval_skip_tools", mode="before")
+                     "hermes_approval_skip_tools", "hermes_fetch_allow", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return comma_list(value)

@@ -129,6 +129,9 @@ class TaskState(BaseModel):
     pending_calls: list[dict[str, Any]] = Field(default_factory=list)
     #: Calls a human approved: call id -> who approved.
     approved_calls: dict[str, str] = Field(default_factory=dict)
+    #: The tools tagged ``private`` whose results this task has read (recall, files): a
+    #: request out of the deployment afterwards is an egress the rules may ask about.
+    private_reads: list[str] = Field(default_factory=list)
     approval: PendingApproval | None = None
     question: Question | None = None
     answer: str | None = None

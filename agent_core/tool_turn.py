@@ -24,6 +24,7 @@ from .models.base import ModelResponse
 from .run import LoopConfig, Run
 from .store.base import BoundMemory, ConversationStore
 from .task import Approval, PendingApproval, TaskStatus
+from .tools.approval import PRIVATE
 from .tools.context import Services, ToolContext
 from .tools.executor import ToolExecutor, ToolResult
 
@@ -125,6 +126,9 @@ class ToolTurn:
         message = Message(role="tool", kind="observation" if result.ok else "error",
                           tool_call_id=call.id, name=call.name, content=content)
         tool = self.executor.registry.get(call.name)
+        if result.ok and tool is not None and PRIVATE in tool.tags \
+                and call.name not in run.state.private_reads:
+            run.state.private_reads.append(call.name)
         policy = tool.context_policy if tool else "keep"
         if result.ok and policy == "drop":
             run.ephemeral[message.id] = content
@@ -191,7 +195,8 @@ class ToolTurn:
             workdir=Path(state.workdir) if state.workdir else None, task_id=state.task_id,
             extra=state.extra, data_dir=Path(state.data_dir) if state.data_dir else None,
             memory=BoundMemory(self.store, state.conversation_id), services=self.services,
-            progress=progress, attachments=attachment)
+            progress=progress, attachments=attachment,
+            private_reads=frozenset(state.private_reads))
 
 
 def _preview(output: Any, limit: int = 500) -> str:

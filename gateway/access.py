@@ -85,12 +85,26 @@ class Roles:
                 return role
         return self.default
 
+    def role_of_sender(self, msg: InboundMessage) -> str:
+        """The role of a message's sender: what its credential proved (an API key's), or
+        what HERMES_ROLES gives its identity."""
+        return msg.role or self.role_of(f"{msg.channel}:{msg.user_id}")
+
     def permissions_of(self, role: str) -> frozenset[str]:
         """The permissions a role grants (none for an unknown role)."""
         return frozenset(self.permissions.get(role, ()))
 
+    def is_admin(self, role: str) -> bool:
+        """Whether ``role`` holds every permission ("*"): it sees every conversation, the
+        audit log, every schedule."""
+        return ALL_PERMISSIONS in self.permissions_of(role)
+
+    def grants(self, role: str, permission: str) -> bool:
+        """Whether ``role`` holds ``permission``."""
+        granted = self.permissions_of(role)
+        return ALL_PERMISSIONS in granted or permission in granted
+
     def allows(self, identity: str, permission: str) -> bool:
         """Whether ``channel:user`` holds ``permission`` through their role (the same rule
         as ``ToolContext.allows``: "*" holds every permission)."""
-        granted = self.permissions_of(self.role_of(identity))
-        return ALL_PERMISSIONS in granted or permission in granted
+        return self.grants(self.role_of(identity), permission)

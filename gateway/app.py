@@ -3,8 +3,6 @@ request metrics at its edge."""
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +16,9 @@ from agent_core.ids import new_id
 from agent_core.models import ModelAdapter
 
 from . import api
-from .api import GATEWAY
+from .api import GATEWAY, GUARD
+from .auth import LOCAL, LOCAL_ROLE, Credentials
+from .guard import Guard
 from .metrics import Metrics
 from .service import Gateway
 from .settings import GatewaySettings
@@ -32,9 +32,11 @@ MAX_BODY = 1024 * 1024
 def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) -> web.Application:
     """The whole service as one aiohttp application (the gateway starts with it)."""
     gateway = Gateway(settings, model=model)
-    app = web.Application(middlewares=[edge(settings, gateway.metrics)],
+    guard = Guard(settings, Credentials.from_settings(settings))
+    app = web.Application(middlewares=[edge(guard, gateway.metrics)],
                           client_max_size=MAX_BODY)
     app[GATEWAY] = gateway
+    app[GUARD] = guard
 
     async def start(_: web.Application) -> None:
         await gateway.start()
@@ -53,6 +55,7 @@ def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) 
     app.router.add_post("/telegram/webhook", _channel_route("telegram"))
     app.router.add_post("/webhook/{source}", _channel_route("webhook"))
     app.router.add_get("/", webchat_page)
+    app.router.add_get("/webchat/session", webchat_session)
     app.router.add_get("/static/{name}", static_file)
     app.router.add_get("/favicon.ico", favicon)
     return app
@@ -89,6 +92,23 @@ async def webchat_page(request: web.Request) -> web.Response:
                                  "X-Content-Type-Options": "nosniff"})
 
 
+async def webchat_session(request: web.Request) -> web.Response:
+    """The web chat page's credential: on a gateway without HERMES_API_KEYS, the local
+    token, handed only to the page itself (a same-origin fetch from this machine); with
+    keys, nothing (the page asks its person for one)."""
+    guard = request.app[GUARD]
+    token = guard.credentials.local_token()
+    if token is None:
+        return web.json_response({"token": None, "needs_key": True},
+                                 headers={"Cache-Control": "no-store"})
+    if not guard.is_local(request):
+        raise web.HTTPForbidden(reason="the local token is handed only to this machine")
+    if request.headers.get("Sec-Fetch-Site") != "same-origin":
+        raise web.HTTPForbidden(reason="the local token is handed only to the web chat page")
+    return web.json_response({"token": token, "user": LOCAL, "role": LOCAL_ROLE,
+                              "needs_key": False}, headers={"Cache-Control": "no-store"})
+
+
 async def static_file(request: web.Request) -> web.Response:
     """One of the web chat's own files, or 404."""
     found = _STATIC.get(request.match_info["name"])
@@ -105,21 +125,20 @@ async def favicon(request: web.Request) -> web.Response:
     raise web.HTTPFound("/static/favicon.svg")
 
 
-def edge(settings: GatewaySettings, metrics: Metrics) -> Middleware:
-    """The one middleware every request passes: counted and timed, refused without the
-    right token where the API is protected (``gatekeeper``), and answered with a JSON
-    reason whatever goes wrong, never a traceback. One layer rather than one per concern:
-    each layer is a coroutine per request, and aiohttp adds one of its own to any."""
-    refuse = gatekeeper(settings)
-
+def edge(guard: Guard, metrics: Metrics) -> Middleware:
+    """The one middleware every request passes: counted and timed, refused by the
+    ``guard`` (a host not ours, a cross-site change, no credential where one is needed),
+    and answered with a JSON reason whatever goes wrong, never a traceback. One layer
+    rather than one per concern: each layer is a coroutine per request, and aiohttp adds
+    one of its own to any."""
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         status = 500
         try:
             try:
-                refused = refuse(request)
-                response = await handler(request) if refused is None else refused
+                refused = guard.refuse(request)
+                response = await handler(request) if refused is None else refused.response()
             except Exception as exc:
                 answer = error_response(request, exc)
                 if answer is None:
@@ -152,52 +171,3 @@ def error_response(request: web.Request, exc: Exception) -> web.Response | None:
     log.error("unhandled error on %s %s (trace %s)", request.method, request.path, trace,
               exc_info=exc)
     return web.json_response({"error": "internal error", "trace_id": trace}, status=500)
-
-
-def gatekeeper(settings: GatewaySettings) -> Callable[[web.Request], web.Response | None]:
-    """Bearer tokens for /agent/*, /metrics and /a2a/* calls; with none configured,
-    loopback callers only. The returned check answers a refused request (None: let in)."""
-    keys = [k.get_secret_value().encode() for k in settings.hermes_api_keys]
-
-    def refuse(request: web.Request) -> web.Response | None:
-        if not _protected(request.path):
-            return None
-        if not keys:
-            if is_loopback(request.remote):
-                return None
-            return web.json_response(
-                {"error": "the API is open only to this machine until HERMES_API_KEYS is set"},
-                status=403)
-        header = request.headers.get("Authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if not token and request.path.endswith("/events"):
-            token = request.query.get("access_token", "")  # EventSource cannot set headers
-        if token and any(hmac.compare_digest(token.encode(), k) for k in keys):
-            return None
-        return web.json_response({"error": "missing or invalid bearer token"}, status=401,
-                                 headers={"WWW-Authenticate": 'Bearer realm="hermes"'})
-
-    return refuse
-
-
-def _protected(path: str) -> bool:
-    """/agent/*, /metrics and the A2A edge's calls (its agent cards are public: they say
-    how to authenticate)."""
-    return path.startswith("/agent/") or path == "/metrics" or (
-        path.startswith("/a2a/") and not path.endswith("/.well-known/agent-card.json"))
-
-
-_LOOPBACK_NAMES = frozenset({"127.0.0.1", "::1", "localhost"})
-
-
-def is_loopback(host: str | None) -> bool:
-    """Whether an address (or host name) is this machine."""
-    if not host:
-        return False
-    if host in _LOOPBACK_NAMES:  # what almost every local caller is: no address parsing
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-

@@ -127,22 +127,26 @@ class ApprovalService:
 
     # --- deciding ------------------------------------------------------------------------
     async def decide(self, approval_id: str, *, approved: bool, actor: str, actor_name: str,
-                     note: str = "", arguments: dict[str, Any] | None = None) -> Decision:
-        """Apply one person's decision, exactly once; tells the others what happened."""
+                     note: str = "", arguments: dict[str, Any] | None = None,
+                     actor_role: str | None = None, principal: str = "") -> Decision:
+        """Apply one person's decision, exactly once; tells the others what happened.
+        ``actor_role``: the role the actor's credential proved (an API key's; None: from
+        HERMES_ROLES); ``principal``: the API key that decided for ``actor``, audited."""
         record = await self.get(approval_id)
         if record is None:
             return Decision("unknown", message="This approval is no longer known here (it "
                             "was decided long ago or never existed); nothing was changed.")
         if record["status"] != "pending":
             return self._already(record["status"], record.get("decided_by_name", ""))
-        if not self.may_decide(record, actor, approved=approved):
+        if not self.may_decide(record, actor, approved=approved, role=actor_role):
             return Decision("forbidden", message="You can't approve this request: it needs "
                             "someone with permission for this tool. Nothing was changed.")
         status = "approved" if approved else "rejected"
         won, _, by_name = await self._transition(approval_id, status, actor, actor_name, note)
         if won != "won":
             return self._already(won, by_name)
-        await self._after(record, status, actor, actor_name, note=note, arguments=arguments)
+        await self._after(record, status, actor, actor_name, note=note, arguments=arguments,
+                          principal=principal)
         verb = "Approved" if approved else "Rejected"
         return Decision("decided", status=status, by=actor, by_name=actor_name,
                         message=f"{verb}. The task continues.")
@@ -162,8 +166,10 @@ class ApprovalService:
             args=[status, actor, actor_name, repr(time.time()), note, approval_id])
         return tuple(as_text(v) for v in result)  # type: ignore[return-value]
 
-    def may_decide(self, record: dict[str, str], actor: str, *, approved: bool) -> bool:
-        """Whether ``actor`` (channel:user) may decide this approval. Fails closed."""
+    def may_decide(self, record: dict[str, str], actor: str, *, approved: bool,
+                   role: str | None = None) -> bool:
+        """Whether ``actor`` (channel:user, in ``role`` when a credential proved one) may
+        decide this approval. Fails closed."""
         rules = self.settings.hermes_approvers
         rule = rules.get(record["tool"]) or rules.get("*") or ApproverRule()
         is_requester = actor == record["requester"]
@@ -173,19 +179,21 @@ class ApprovalService:
             return False
         if rule.requester and is_requester:
             return True
-        if self.roles.role_of(actor) in rule.roles:
+        if (role or self.roles.role_of(actor)) in rule.roles:
             return True
         groups = self.settings.hermes_groups
         return any(fnmatchcase(actor, pattern) for name in rule.groups
                    for pattern in groups.get(name, ()))
 
     async def _after(self, record: dict[str, str], status: str, actor: str, actor_name: str,
-                     *, note: str, arguments: dict[str, Any] | None) -> None:
+                     *, note: str, arguments: dict[str, Any] | None,
+                     principal: str = "") -> None:
         """Audit, resume the task (behind the conversation's other work), update buttons."""
         await self.audit.record({
             "type": "approval", "approval_id": record["id"], "decision": status,
             "tool": record["tool"], "arguments": json.loads(record["arguments"]),
-            "requester": record["requester"], "decided_by": actor, "note": note,
+            "requester": record["requester"], "decided_by": actor,
+            **({"principal": principal} if principal else {}), "note": note,
             "edited_arguments": arguments, "conversation_id": record["conversation_id"],
             "task_id": record["task_id"], "trace_id": record["task_id"]})
         inbound = InboundMessage.model_validate_json(record["inbound"])

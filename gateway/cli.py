@@ -104,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
     from aiohttp import web
 
-    from .app import create_app, is_loopback
+    from .app import create_app
+    from .guard import is_loopback
     from .metrics import use_multiprocess_dir
     from .processes import Siblings, as_child, check_port_free
 
@@ -132,6 +133,10 @@ def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
         print(f"hermes-gateway on http://{host}:{port}/ (web chat at /, API under /agent, "
               "OpenAPI at /openapi.json)" + (f", {processes} processes" if processes > 1
                                              else ""), file=sys.stderr, flush=True)
+        if not settings.hermes_api_keys:
+            print(f"no HERMES_API_KEYS: the API takes the local token in "
+                  f"{settings.hermes_data_dir / 'local-token'} (the web chat fetches it by "
+                  "itself)", file=sys.stderr, flush=True)
         if not settings.model_configured:
             print(missing_model_message(), file=sys.stderr, flush=True)
     app = create_app(settings)

@@ -13,7 +13,6 @@ from pydantic import ValidationError
 
 from adapters.base import InboundMessage
 from agent_core.store import RedisConversationStore
-from agent_core.tools.context import ALL_PERMISSIONS
 
 from .access import Roles
 from .queue import WorkQueue
@@ -107,7 +106,7 @@ class Commands:
         if self.scheduler is None:
             return "Scheduling is not enabled on this gateway."
         identity = f"{msg.channel}:{msg.user_id}"
-        if not self.roles.allows(identity, "schedule"):
+        if not self.roles.grants(self.roles.role_of_sender(msg), "schedule"):
             return ("You need the 'schedule' permission to create schedules here; ask an "
                     "administrator.")
         args = _COMMAND.sub("", msg.text, count=1)
@@ -127,7 +126,7 @@ class Commands:
             job = await self.scheduler.create(
                 name=match["prompt"].strip()[:60], prompt=match["prompt"].strip(),
                 trigger=trigger, channel=msg.channel, reply_target=msg.reply_target,
-                room_id=msg.room_id, run_as=identity)
+                room_id=msg.room_id, run_as=identity, role=msg.role)
         except ValidationError as exc:
             return f"That schedule is not valid: {exc.errors()[0]['msg']}"
         when = _when(job.next_run_at, job.trigger.timezone or self.settings.hermes_timezone)
@@ -154,7 +153,7 @@ class Commands:
         if job is None:
             return f"No schedule {job_id!r}; /schedules lists them."
         identity = f"{msg.channel}:{msg.user_id}"
-        if job.owner != identity and not self.roles.allows(identity, ALL_PERMISSIONS):
+        if job.owner != identity and not self.roles.is_admin(self.roles.role_of_sender(msg)):
             return "Only the schedule's owner or an administrator can remove it."
         await self.scheduler.delete(job.id)
         return f"Removed schedule {job.id}."

@@ -98,7 +98,8 @@ class Deliverer:
         self._count(message.channel, "dead")
         log.error("undeliverable %s reply for %s: %s", message.channel,
                   message.conversation_id, reason)
-        entry = message.model_dump_json()
+        entry = json.dumps({"message": message.model_dump(mode="json"), "reason": reason,
+                            "at": time.time()}, ensure_ascii=False)
         try:
             pipe = self.redis.pipeline(transaction=True)
             pipe.rpush(self.dead_letters, entry)

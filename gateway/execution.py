@@ -166,7 +166,9 @@ class Execution:
                  **extra: Any) -> TaskRequest:
         """A new task for ``item``, run as ``identity`` with that identity's role."""
         msg = item.inbound
-        role = self.roles.role_of(identity)
+        role = msg.role or self.roles.role_of(identity)
+        if msg.principal:
+            extra = {**extra, "principal": msg.principal}
         return TaskRequest(
             text=msg.text, conversation_id=msg.conversation_id, user_id=identity, role=role,
             permissions=self.roles.permissions_of(role), task_id=item.task_id,

@@ -96,7 +96,10 @@ _JOB = {
                    "properties": {
                        "channel": {"enum": ["slack", "telegram", "webhook", "api", "webchat"]},
                        "address": {"type": "object"}}},
-        "run_as": {"type": "string", "minLength": 3, "maxLength": 200},
+        "run_as": {"type": "string", "minLength": 3, "maxLength": 200,
+                   "description": "an admin's only: anyone else's jobs run as themselves"},
+        "role": {"type": ["string", "null"],
+                 "description": "the role run_as has (the creating key's); computed"},
         "owner": {"type": "string"},
         "preapproved_tools": {"type": "array", "items": {"type": "string"}},
         "paused": {"type": "boolean"},
@@ -151,7 +154,7 @@ def _workflow_paths(definition: dict[str, Any]) -> dict[str, Any]:
         "/agent/workflows": {
             "get": {"summary": "Workflows on the hub: versions and the latest definition",
                     "responses": {"200": _json({"type": "object"}, "workflows"),
-                                  **_errors(401, 409)}},
+                                  **_errors(401, 403, 409)}},
             "post": {"summary": "Keep a workflow definition (its next version, or the one it "
                                 "names); refused naming the step when invalid",
                      "requestBody": {"required": True, "content": {
@@ -160,14 +163,14 @@ def _workflow_paths(definition: dict[str, Any]) -> dict[str, Any]:
                                    "409": _json(refused, "that version is kept with other "
                                                 "steps, or the hub is off"),
                                    "422": _json(refused, "invalid: the step and why"),
-                                   **_errors(400, 401, 415, 503)}}},
+                                   **_errors(400, 401, 403, 415, 503)}}},
         "/agent/workflows/{workflow_id}": {"get": {
             "summary": "One version of a workflow (the latest by default)",
             "parameters": [workflow_id, {"name": "version", "in": "query", "required": False,
                                          "schema": {"type": "integer", "minimum": 1,
                                                     "maximum": 1_000_000}}],
             "responses": {"200": _json(definition, "the definition"),
-                          **_errors(400, 401, 404, 409)}}},
+                          **_errors(400, 401, 403, 404, 409)}}},
         "/agent/workflows/{workflow_id}/runs": {"post": {
             "summary": "Start a run", "parameters": [workflow_id],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -178,7 +181,7 @@ def _workflow_paths(definition: dict[str, Any]) -> dict[str, Any]:
                     "deadline_ms": {"type": "integer", "minimum": 1000,
                                     "maximum": 300_000}}}}}},
             "responses": {"202": _json({"type": "object", "required": ["run_id"]}, "started"),
-                          **_errors(400, 401, 404, 409, 415)}}},
+                          **_errors(400, 401, 403, 404, 409, 415)}}},
         "/agent/workflow-runs": {"get": {
             "summary": "Workflow runs, newest first",
             "parameters": [{"name": "workflow_id", "in": "query", "required": False,
@@ -186,14 +189,14 @@ def _workflow_paths(definition: dict[str, Any]) -> dict[str, Any]:
                            {"name": "limit", "in": "query", "required": False,
                             "schema": {"type": "integer", "minimum": 1, "maximum": 200}}],
             "responses": {"200": _json({"type": "object"}, "runs"),
-                          **_errors(400, 401, 409)}}},
+                          **_errors(400, 401, 403, 409)}}},
         "/agent/workflow-runs/{run_id}": {"get": {
             "summary": "A run: each step's status and the document", "parameters": [run_id],
-            "responses": {"200": _json(run, "the run"), **_errors(401, 404, 409)}}},
+            "responses": {"200": _json(run, "the run"), **_errors(401, 403, 404, 409)}}},
         "/agent/workflow-runs/{run_id}/cancel": {"post": {
             "summary": "Cancel a run", "parameters": [run_id],
             "responses": {"200": _json(run, "already finished"),
-                          "202": _json(run, "cancelling"), **_errors(401, 404, 409)}}},
+                          "202": _json(run, "cancelling"), **_errors(401, 403, 404, 409)}}},
     }
 
 
@@ -255,15 +258,15 @@ def spec() -> dict[str, Any]:
                                      "schema": {"type": "integer", "minimum": 1,
                                                 "maximum": MAX_HISTORY}}],
                 "responses": {"200": _json(_HISTORY, "messages, oldest first"),
-                              **_errors(400, 401)}}},
+                              **_errors(400, 401, 404)}}},
             "/agent/conversations/{conversation_id}": {"delete": {
                 "summary": "Forget everything a conversation stored", "parameters": [cid],
                 "responses": {"200": _json({"type": "object"}, "deleted"),
-                              **_errors(400, 401)}}},
+                              **_errors(400, 401, 404)}}},
             "/agent/conversations/{conversation_id}/reset": {"post": {
                 "summary": "Start a fresh session (the archive stays)", "parameters": [cid],
                 "responses": {"200": _json({"type": "object"}, "reset"),
-                              **_errors(400, 401)}}},
+                              **_errors(400, 401, 404)}}},
             "/agent/approvals/{approval_id}": {
                 "get": {"summary": "A pending or decided approval",
                         "parameters": [{"name": "approval_id", "in": "path", "required": True,
@@ -305,12 +308,13 @@ def spec() -> dict[str, Any]:
                                   **_errors(400, 401, 403, 409, 415)}}},
             "/agent/schedules/{job_id}": {
                 "get": {"summary": "One job", "parameters": [_JOB_ID],
-                        "responses": {"200": _json(_JOB, "the job"), **_errors(401, 404)}},
+                        "responses": {"200": _json(_JOB, "the job"),
+                                      **_errors(401, 403, 404)}},
                 "put": {"summary": "Create or replace a job", "parameters": [_JOB_ID],
                         "requestBody": {"required": True, "content": {
                             "application/json": {"schema": _JOB_IN}}},
                         "responses": {"200": _json(_JOB, "saved"),
-                                      **_errors(400, 401, 403, 415)}},
+                                      **_errors(400, 401, 403, 404, 415)}},
                 "delete": {"summary": "Remove a job", "parameters": [_JOB_ID],
                            "responses": {"200": _json({"type": "object"}, "deleted"),
                                          **_errors(401, 403, 404)}}},
@@ -329,6 +333,17 @@ def spec() -> dict[str, Any]:
                                 "responses": {"200": {"description": "ready"},
                                               "503": {"description": "not ready, or "
                                                       "stopping"}}}},
+            "/agent/whoami": {"get": {
+                "summary": "The principal the caller's key proves, its role and identity",
+                "responses": {"200": _json({"type": "object", "required": ["user", "role"],
+                                            "properties": {
+                                                "user": {"type": "string"},
+                                                "role": {"type": "string"},
+                                                "identity": {"type": "string"},
+                                                "admin": {"type": "boolean"},
+                                                "act_as": {"type": "array", "items": {
+                                                    "type": "string"}}}}, "the caller"),
+                              **_errors(401, 403)}}},
             "/metrics": {"get": {
                 "summary": "Prometheus metrics (text exposition format; same auth as /agent)",
                 "responses": {"200": {"description": "the metrics",

@@ -141,8 +141,11 @@ class Job(BaseModel):
     prompt: str = Field(min_length=1, max_length=20_000)
     trigger: Trigger
     target: Target
-    #: The identity the task runs as (its role follows from HERMES_ROLES).
+    #: The identity the task runs as (its role follows from HERMES_ROLES, unless ``role``).
     run_as: str = Field(min_length=3, max_length=200)
+    #: The role a credential proved for ``run_as`` (an API key's, set by the API from the
+    #: caller's key); None: HERMES_ROLES decides.
+    role: str | None = None
     #: Who gets failure notices (defaults to run_as).
     owner: str = ""
     preapproved_tools: list[str] = Field(default_factory=list)
@@ -176,14 +179,15 @@ class Scheduler:
     # --- managing jobs -------------------------------------------------------------------
     async def create(self, *, prompt: str, trigger: dict[str, Any], channel: str,
                      reply_target: dict[str, Any], run_as: str, name: str = "scheduled report",
-                     room_id: str = "", preapproved_tools: list[str] | None = None) -> Job:
+                     room_id: str = "", preapproved_tools: list[str] | None = None,
+                     role: str | None = None) -> Job:
         """A new job posting where a message came from (its channel, not its thread).
 
         Raises ValueError (pydantic's ValidationError) naming what is wrong.
         """
         job = Job.model_validate({
             "name": name, "prompt": prompt, "trigger": trigger, "run_as": run_as,
-            "owner": run_as, "preapproved_tools": preapproved_tools or [],
+            "owner": run_as, "role": role, "preapproved_tools": preapproved_tools or [],
             "target": {"channel": channel, "address": place_of(channel, reply_target,
                                                                 room_id)}})
         return await self.save(job)
@@ -351,7 +355,7 @@ class Scheduler:
         msg = InboundMessage(
             channel=job.target.channel, conversation_id=job.conversation_id,
             user_id=user or job.run_as, user_name=job.name, text=job.prompt,
-            is_direct=True, mentions_bot=True,
+            is_direct=True, mentions_bot=True, role=job.role,
             platform_message_id=f"{job.id}:{int(fire_time)}",
             reply_target=dict(job.target.address))
         item = WorkItem(kind="scheduled", inbound=msg, task_id=task_id, schedule={

@@ -8,10 +8,12 @@ scheduler. Environment names are exactly those of the fields (``SLACK_BOT_TOKEN`
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from agent_core.settings import comma_list
@@ -28,6 +30,38 @@ class ApproverRule(BaseModel):
     self_approval: bool = True
 
 
+#: A principal's name: what the audit log and identities (``api:<name>``) show.
+PRINCIPAL = r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,39}$"
+
+
+class ApiKey(BaseModel):
+    """One bearer token of the HTTP API and the principal it proves: who is calling, in
+    which role, and for which of its own users it may act (``X-Hermes-User``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: SecretStr
+    #: The principal (``api:<user>`` in roles, approvals and the audit log).
+    user: str = Field(pattern=PRINCIPAL)
+    role: str = "user"
+    #: Users (``*`` patterns) this key may act for, e.g. a CRM's own customers; none: only
+    #: the principal itself.
+    act_as: list[str] = Field(default_factory=list)
+
+    @field_validator("key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 16:
+            raise ValueError("an API key must be at least 16 characters long")
+        return value
+
+    @classmethod
+    def bare(cls, key: str) -> ApiKey:
+        """A key given as a plain string: a principal named after its digest, role user."""
+        digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+        return cls(key=SecretStr(key), user=f"key-{digest}")
+
+
 class GatewaySettings(HubSettings):
     """Every setting of a gateway process (the hub's included: the gateway's agent hands
     work to hub agents)."""
@@ -40,8 +74,15 @@ class GatewaySettings(HubSettings):
     hermes_port: int = Field(8080, ge=1, le=65535)
     hermes_public_url: str | None = Field(
         None, description="how users and platforms reach this gateway, for links/webhooks")
-    hermes_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
-        default_factory=list, description="bearer tokens for the HTTP API (JSON list)")
+    hermes_api_keys: Annotated[list[ApiKey], NoDecode] = Field(
+        default_factory=list, description="bearer tokens of the HTTP API and their "
+                                          "principals (JSON list of keys or objects)")
+    hermes_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="host names browsers and clients may reach this "
+                                          "gateway by, besides loopback and the public URL's")
+    hermes_trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="reverse proxies (addresses or networks) whose "
+                                          "X-Forwarded-For names the client")
     hermes_workers: int = Field(128, ge=1, le=1000, description="concurrent tasks per process")
     hermes_processes: int = Field(
         1, ge=1, le=64, description="serving processes sharing the port (one per core)")
@@ -58,7 +99,8 @@ class GatewaySettings(HubSettings):
     hermes_webhook_secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="signed webhook sources: {source: secret}")
     hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="hosts webhook answers may be POSTed to; [] = any")
+        default_factory=list, description="hosts webhook answers may be POSTed to (inside "
+                                          "the network too); [] = any public host")
 
     # --- access policy -----------------------------------------------------------------
     hermes_allow_dms: bool = True
@@ -68,8 +110,8 @@ class GatewaySettings(HubSettings):
 
     # --- roles, approvals, audit --------------------------------------------------------
     hermes_roles: dict[str, list[str]] = Field(
-        default_factory=lambda: {"admin": ["api:*", "webchat:*"]},
-        description="role -> identity patterns (channel:user, * wildcards)")
+        default_factory=dict, description="role -> identity patterns (channel:user, * "
+                                          "wildcards); API callers' roles come from their key")
     hermes_default_role: str = "user"
     hermes_role_permissions: dict[str, list[str]] = Field(
         default_factory=lambda: {"viewer": ["read"], "user": ["read", "write"],
@@ -98,11 +140,40 @@ class GatewaySettings(HubSettings):
     telegram_api_url: str = "https://api.telegram.org"
     telegram_mode: Literal["auto", "webhook", "polling"] = "auto"
 
-    @field_validator("hermes_api_keys", "hermes_allowed_users", "hermes_allowed_spaces",
-                     "hermes_allowed_rooms", "hermes_webhook_callback_hosts", mode="before")
+    @field_validator("hermes_allowed_users", "hermes_allowed_spaces", "hermes_allowed_rooms",
+                     "hermes_webhook_callback_hosts", "hermes_allowed_hosts",
+                     "hermes_trusted_proxies", mode="before")
     @classmethod
     def _gateway_comma_list(cls, value: Any) -> Any:
         return comma_list(value)
+
+    @field_validator("hermes_api_keys", mode="before")
+    @classmethod
+    def _keys(cls, value: Any) -> Any:
+        value = comma_list(value)
+        if not isinstance(value, list):
+            return value
+        return [ApiKey.bare(v) if isinstance(v, str) else
+                ApiKey.bare(v.get_secret_value()) if isinstance(v, SecretStr) else v
+                for v in value]
+
+    @field_validator("hermes_api_keys")
+    @classmethod
+    def _distinct(cls, value: list[ApiKey]) -> list[ApiKey]:
+        names = [k.user for k in value]
+        if len(set(names)) != len(names):
+            raise ValueError("two keys name the same user; give each principal one key")
+        return value
+
+    @field_validator("hermes_trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an address or a network") from None
+        return value
 
     @field_validator("hermes_timezone")
     @classmethod

@@ -17,7 +17,7 @@ from pydantic import Field
 from agent_core import ToolContext, ToolError, tool
 
 
-@tool(timeout=310, retries=0)
+@tool(timeout=310, retries=0, tags={"private"})
 async def delegate(capability: str, task: str, arguments: dict[str, Any] | None = None,
                    deadline_ms: Annotated[int, Field(ge=100, le=300_000)] = 60_000,
                    ctx: ToolContext | None = None) -> dict[str, Any]:

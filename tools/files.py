@@ -43,7 +43,7 @@ def _write(ctx: ToolContext | None, path: str, content: str, *, append: bool) ->
     return {"path": sandbox.relative(target), "bytes": new_size}
 
 
-@tool
+@tool(tags={"private"})
 def read_file(path: str, ctx: ToolContext | None = None) -> dict[str, Any]:
     """Read a text file from this task's sandbox.
 
@@ -84,7 +84,7 @@ def append_file(path: str, content: str, ctx: ToolContext | None = None) -> dict
     return _write(ctx, path, content, append=True)
 
 
-@tool
+@tool(tags={"private"})
 def list_files(path: str = ".",
                limit: Annotated[int, Field(ge=1, le=500)] = 200,
                ctx: ToolContext | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pydantic import Field
 from agent_core import ToolContext, ToolError, tool
 
 
-@tool
+@tool(tags={"private"})
 async def recall(query: str, limit: Annotated[int, Field(ge=1, le=20)] = 5,
                  ctx: ToolContext | None = None) -> dict[str, Any]:
     """Search this conversation's older messages that are no longer in view.

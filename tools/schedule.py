@@ -35,7 +35,8 @@ async def schedule_report(prompt: str, *, cron: str | None = None,
         job = await scheduler.create(
             name=name, prompt=prompt, trigger=trigger,
             channel=str(ctx.extra.get("channel", "api")),
-            reply_target=dict(ctx.extra.get("reply_target") or {}), run_as=ctx.user_id)
+            reply_target=dict(ctx.extra.get("reply_target") or {}), run_as=ctx.user_id,
+            role=ctx.role)
     except ValueError as exc:
         raise ToolError(f"the schedule is not valid: {exc}") from None
     next_run = dt.datetime.fromtimestamp(job.next_run_at, dt.UTC).isoformat(

@@ -6,7 +6,14 @@ calls it, admins included (an admin approves their own with one click), unless t
 deployment says otherwise for a role or a tool. In an unattended run (a scheduled job)
 nobody can be asked, so such a call is refused unless the job pre-approved that tool.
 
-``AuditTrail`` records every write-tool execution (and every tagged one) to an AuditSink.
+A task that has read private data (a tool tagged ``private``: recall, the files of its
+sandbox, what people sent) and then calls a tool tagged ``egress`` (http_fetch) towards a
+host outside ``egress_allow`` is one step from sending that data out, which is what a
+prompt injection in a fetched page asks for: the call asks a human first (or is refused,
+or allowed, as the deployment says).
+
+``AuditTrail`` records every write-tool execution (and every call of a tool tagged money,
+personal_data or egress) to an AuditSink.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from fnmatch import fnmatchcase
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 from ..errors import ApprovalRequired
 from .executor import Invocation, Next, ToolResult
@@ -23,6 +32,9 @@ from .executor import Invocation, Next, ToolResult
 log = logging.getLogger(__name__)
 
 ALWAYS_ASK_TAGS = frozenset({"money", "personal_data"})
+#: A tool whose results are private data (recall, files); one that sends a request out.
+PRIVATE, EGRESS = "private", "egress"
+AUDITED_TAGS = ALWAYS_ASK_TAGS | {EGRESS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +47,11 @@ class ApprovalRules:
     #: Write tools that run without asking (HERMES_APPROVAL_SKIP_TOOLS; none by default).
     skip_tools: frozenset[str] = frozenset()
     always_ask_tags: frozenset[str] = field(default=ALWAYS_ASK_TAGS)
+    #: Hosts (``*`` patterns) an egress tool may reach after private reads, unasked
+    #: (HERMES_FETCH_ALLOW).
+    egress_allow: frozenset[str] = frozenset()
+    #: An egress elsewhere after private reads: ask a human, refuse it, or allow it.
+    egress_after_private: Literal["ask", "refuse", "allow"] = "ask"
 
 
 class ApprovalGate:
@@ -55,12 +72,30 @@ class ApprovalGate:
         if tool.side_effect == "write" and rules.writes_need_approval \
                 and ctx.role not in rules.skip_roles and tool.name not in rules.skip_tools:
             return "write actions need approval"
-        return None
+        return self.egress(inv)
+
+    def egress(self, inv: Invocation) -> str | None:
+        """Why this call would send a task's private data out, or None."""
+        if EGRESS not in inv.tool.tags or not inv.ctx.private_reads \
+                or self.rules.egress_after_private == "allow":
+            return None
+        url = inv.arguments.get("url")
+        host = (urlsplit(url).hostname or "").lower().rstrip(".") if isinstance(url, str) \
+            else ""
+        if host and any(fnmatchcase(host, p) for p in self.rules.egress_allow):
+            return None
+        read = ", ".join(sorted(inv.ctx.private_reads))
+        return (f"this task has read private data ({read}) and this call would send a "
+                f"request to {host or 'an unknown host'!r}, outside HERMES_FETCH_ALLOW")
 
     async def __call__(self, inv: Invocation, call_next: Next) -> ToolResult:
         reason = self.reason(inv)
         if reason is None or inv.approved:
             return await call_next(inv)
+        if self.rules.egress_after_private == "refuse" and reason == self.egress(inv):
+            return ToolResult.failure(
+                inv.tool.name, inv.call_id, "permission",
+                f"{inv.tool.name} refused: {reason}; tell the user, without the data")
         if inv.ctx.extra.get("unattended"):
             if inv.tool.name in inv.ctx.extra.get("preapproved_tools", ()):
                 return await call_next(inv)
@@ -86,7 +121,7 @@ class AuditTrail:
         self.sink = sink
 
     async def __call__(self, inv: Invocation, call_next: Next) -> ToolResult:
-        if inv.tool.side_effect != "write" and not inv.tool.tags:
+        if inv.tool.side_effect != "write" and not inv.tool.tags & AUDITED_TAGS:
             return await call_next(inv)
         started = time.time()
         result = await call_next(inv)

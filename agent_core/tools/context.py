@@ -52,9 +52,10 @@ class Scheduling(Protocol):
 
     async def create(self, *, prompt: str, trigger: dict[str, Any], channel: str,
                      reply_target: dict[str, Any], run_as: str,
-                     name: str = "scheduled report") -> Any:
+                     name: str = "scheduled report", role: str | None = None) -> Any:
         """A new job (a ``ScheduledJob``) posting its answers where the task's message came
-        from; raises ValueError naming what is wrong."""
+        from, run as ``run_as`` in ``role`` (the asking task's own); raises ValueError
+        naming what is wrong."""
         ...
 
 
@@ -114,6 +115,8 @@ class ToolContext:
     #: Tells whoever watches the task what the tool is doing now (one short line); None
     #: where nobody watches. Never persisted.
     progress: Callable[[str], None] | None = None
+    #: The tools tagged ``private`` whose results the task has read so far.
+    private_reads: frozenset[str] = frozenset()
     #: Hears each file the call produced for the person (name, MIME type, size, and its
     #: path in the sandbox when it was kept); None where nobody watches.
     attachments: Callable[[str, str, int, str | None], None] | None = None

@@ -6,9 +6,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import a2a, approvals, audit, conversations, schedules, service, tasks, workflows
-from ._http import GATEWAY, parse
+from ._http import GATEWAY, GUARD, parse
 
-__all__ = ["GATEWAY", "parse", "setup"]
+__all__ = ["GATEWAY", "GUARD", "parse", "setup"]
 
 
 def setup(app: web.Application) -> None:

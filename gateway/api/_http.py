@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -12,9 +13,12 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.base import ChannelName
 
+from ..auth import Principal
+from ..guard import PRINCIPAL, Guard
 from ..service import Gateway
 
 GATEWAY = web.AppKey("gateway", Gateway)
+GUARD = web.AppKey("guard", Guard)
 #: A conversation id as API callers give it (the gateway prefixes it with the channel).
 LOCAL_ID = r"^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$"
 
@@ -66,12 +70,57 @@ def number(request: web.Request, name: str, *, low: float, high: float,
 
 
 def channel_of(request: web.Request) -> ChannelName:
-    """"webchat" for the web chat page, "api" for everyone else."""
+    """"webchat" for the web chat page, "api" for everyone else (where replies show; the
+    caller's rights come from its credential either way)."""
     return "webchat" if request.headers.get("X-Hermes-Client") == "webchat" else "api"
 
 
-def identity_of(request: web.Request, user_id: str | None = None) -> str:
-    """The identity of an API or web chat caller (channel:user)."""
-    channel = channel_of(request)
-    user = user_id or request.headers.get("X-Hermes-User") or f"{channel}-user"
-    return f"{channel}:{user}"
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated API caller: the principal its key proves, the user it acts for
+    (the principal itself unless its key may act for others), and where it talks."""
+
+    principal: Principal
+    user: str
+    channel: ChannelName
+    admin: bool
+
+    @property
+    def identity(self) -> str:
+        """``channel:user``, as approvals, tasks and the audit log name people."""
+        return f"{self.channel}:{self.user}"
+
+    @property
+    def role(self) -> str:
+        """The key's role (acting for a user never changes it)."""
+        return self.principal.role
+
+    def conversation(self, local_id: str) -> str:
+        """A conversation id the caller gives, in its principal's own namespace."""
+        return f"{self.channel}:{self.principal.name}:{local_id}"
+
+    def may_see(self, conversation_id: str) -> bool:
+        """Whether the caller may read (or change) this conversation: its own principal's,
+        or any for an admin."""
+        name = self.principal.name
+        return self.admin or conversation_id.startswith((f"api:{name}:", f"webchat:{name}:"))
+
+
+def caller_of(request: web.Request, user_id: str | None = None) -> Caller:
+    """Who is calling (the guard has checked its credential) and for which user: the
+    principal, or the user ``X-Hermes-User`` (or a body's ``user_id``) names when the key
+    may act for them; 403 otherwise."""
+    principal = request[PRINCIPAL]
+    user = user_id or request.headers.get("X-Hermes-User") or principal.name
+    if not principal.may_act_as(user):
+        raise bad(403, f"the key of {principal.name!r} may not act for {user[:100]!r} "
+                       "(its act_as in HERMES_API_KEYS)")
+    roles = request.app[GATEWAY].roles
+    return Caller(principal, user, channel_of(request), roles.is_admin(principal.role))
+
+
+def visible(caller: Caller, conversation_id: str, what: str) -> None:
+    """404 unless ``caller`` may see the conversation (404, not 403: whether another's
+    task exists is not the caller's to learn)."""
+    if not caller.may_see(conversation_id):
+        raise bad(404, f"no {what}")

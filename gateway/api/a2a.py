@@ -28,8 +28,16 @@ def _edge(request: web.Request) -> A2AEdge:
 
 
 def _base(request: web.Request) -> str:
+    """This gateway's URL from its configuration (HERMES_PUBLIC_URL), else the address
+    the connection came in on: never from the request's Host header."""
     public = request.app[GATEWAY].settings.hermes_public_url
-    return (public or f"{request.scheme}://{request.host}").rstrip("/")
+    if public:
+        return public.rstrip("/")
+    sock = request.transport.get_extra_info("sockname") if request.transport else None
+    if not sock:
+        return ""
+    host = f"[{sock[0]}]" if ":" in str(sock[0]) else str(sock[0])
+    return f"{request.scheme}://{host}:{sock[1]}"
 
 
 async def agent_card(request: web.Request) -> web.Response:

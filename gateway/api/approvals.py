@@ -13,7 +13,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals import Decision, approval_signature
-from ._http import GATEWAY, bad, identity_of, parse
+from ._http import GATEWAY, bad, caller_of, parse
 
 
 class ApprovalRequest(BaseModel):
@@ -36,10 +36,11 @@ async def decide_approval(request: web.Request) -> web.Response:
     """Approve or reject a paused tool call (optionally with edited arguments)."""
     gateway = request.app[GATEWAY]
     body = await parse(request, ApprovalRequest)
-    actor = identity_of(request, body.user_id)
+    caller = caller_of(request, body.user_id)
     decision = await gateway.parts.approvals.decide(
-        request.match_info["approval_id"], approved=body.approved, actor=actor,
-        actor_name=actor, note=body.note, arguments=body.arguments)
+        request.match_info["approval_id"], approved=body.approved, actor=caller.identity,
+        actor_name=caller.identity, note=body.note, arguments=body.arguments,
+        actor_role=caller.role, principal=caller.principal.name)
     return _decision_response(decision, decided_by=decision.by_name or decision.by)
 
 
@@ -54,8 +55,12 @@ def _decision_response(decision: Decision, **extra: Any) -> web.Response:
 async def get_approval(request: web.Request) -> web.Response:
     """A pending or decided approval."""
     gateway = request.app[GATEWAY]
-    record = await gateway.parts.approvals.get(request.match_info["approval_id"])
-    if record is None:
+    approvals = gateway.parts.approvals
+    record = await approvals.get(request.match_info["approval_id"])
+    caller = caller_of(request)
+    # The asking conversation's own callers, an admin, or whoever may decide it.
+    if record is None or not (caller.may_see(record["conversation_id"]) or approvals.may_decide(
+            record, caller.identity, approved=True, role=caller.role)):
         raise bad(404, "no such approval")
     keep = ("id", "status", "task_id", "conversation_id", "tool", "reason", "requester",
             "created_at", "expires_at", "decided_by", "decided_at", "note")

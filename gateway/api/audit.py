@@ -5,15 +5,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..openapi import MAX_AUDIT_LIMIT, MAX_UNIX_SECONDS
-from ._http import GATEWAY, bad, identity_of, number
+from ._http import GATEWAY, bad, caller_of, number
 
 
 async def audit_log(request: web.Request) -> web.Response:
     """The audit log, newest first (admins only)."""
     gateway = request.app[GATEWAY]
-    caller = identity_of(request)
-    if gateway.roles.role_of(caller) != "admin":
-        raise bad(403, f"{caller} is not an admin")
+    caller = caller_of(request)
+    if not caller.admin:
+        raise bad(403, f"{caller.principal.name!r} is not an admin (its key's role is "
+                       f"{caller.role!r})")
     q = request.query
     since = number(request, "since", low=0, high=MAX_UNIX_SECONDS)
     until = number(request, "until", low=0, high=MAX_UNIX_SECONDS)

@@ -10,13 +10,16 @@ from agent_core.store import CONVERSATION_ID
 from agent_core.task import ACTIVE
 
 from ..openapi import MAX_HISTORY
-from ._http import GATEWAY, bad, number
+from ._http import GATEWAY, bad, caller_of, number, visible
 
 
 def _conversation(request: web.Request) -> str:
+    """The path's conversation, when the caller may see it (its own, or any for an
+    admin); 404 otherwise."""
     cid = request.match_info["conversation_id"]
     if not CONVERSATION_ID.match(cid):
         raise bad(400, "invalid conversation id")
+    visible(caller_of(request), cid, f"conversation {cid!r}")
     return cid
 
 

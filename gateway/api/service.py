@@ -10,7 +10,7 @@ from adapters.errors import GatewayStopping
 
 from ..metrics import CONTENT_TYPE
 from ..openapi import spec
-from ._http import GATEWAY
+from ._http import GATEWAY, caller_of
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -41,8 +41,17 @@ async def readyz(request: web.Request) -> web.Response:
                                  status=503)
 
 
+async def whoami(request: web.Request) -> web.Response:
+    """The principal the caller's credential proves, its role, and the identity it has."""
+    caller = caller_of(request)
+    return web.json_response({"user": caller.principal.name, "role": caller.role,
+                              "identity": caller.identity, "admin": caller.admin,
+                              "act_as": list(caller.principal.act_as)})
+
+
 def setup(app: web.Application) -> None:
     """Register the service routes."""
+    app.router.add_get("/agent/whoami", whoami)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

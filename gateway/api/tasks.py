@@ -20,7 +20,7 @@ from agent_core.tools.sandbox import sandbox_dir
 
 from ..openapi import ATTACHMENT_NAME
 from ..service import Gateway
-from ._http import GATEWAY, LOCAL_ID, bad, channel_of, parse
+from ._http import GATEWAY, LOCAL_ID, bad, caller_of, parse, visible
 
 
 class RunRequest(BaseModel):
@@ -34,12 +34,13 @@ class RunRequest(BaseModel):
 
 
 def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
-    channel = channel_of(request)
-    cid = body.conversation_id or new_id()
+    caller = caller_of(request, body.user_id)
     return InboundMessage(
-        channel=channel, conversation_id=f"{channel}:{cid}",
-        user_id=body.user_id or f"{channel}-user", text=body.text, is_direct=True,
-        mentions_bot=True, platform_message_id=request.headers.get("Idempotency-Key"))
+        channel=caller.channel, conversation_id=caller.conversation(
+            body.conversation_id or new_id()),
+        user_id=caller.user, text=body.text, is_direct=True, mentions_bot=True,
+        platform_message_id=request.headers.get("Idempotency-Key"), role=caller.role,
+        principal=caller.principal.name if caller.user != caller.principal.name else "")
 
 
 async def _submit(request: web.Request, task_id: str | None = None
@@ -106,12 +107,7 @@ async def run_sync(request: web.Request) -> web.Response:
 
 async def get_task(request: web.Request) -> web.Response:
     """A task's status, result and TaskReport."""
-    gateway = request.app[GATEWAY]
-    return web.json_response(await _task_view(gateway, request.match_info["task_id"]))
-
-
-async def _task_view(gateway: Gateway, task_id: str) -> dict[str, Any]:
-    return view_of(await load_task(gateway, task_id))
+    return web.json_response(view_of(await own_task(request)))
 
 
 async def load_task(gateway: Gateway, task_id: str) -> TaskState:
@@ -119,6 +115,17 @@ async def load_task(gateway: Gateway, task_id: str) -> TaskState:
     state = await gateway.parts.opened.store.load_task(task_id)
     if state is None:
         raise bad(404, f"no task {task_id!r}")
+    return state
+
+
+async def own_task(request: web.Request) -> TaskState:
+    """The path's task, when the caller may see its conversation or ran it (a job of
+    theirs); 404 otherwise."""
+    task_id = request.match_info["task_id"]
+    state = await load_task(request.app[GATEWAY], task_id)
+    caller = caller_of(request)
+    if state.user_id != caller.identity:
+        visible(caller, state.conversation_id, f"task {task_id!r}")
     return state
 
 
@@ -140,8 +147,7 @@ async def task_events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: the task's past events, then live ones; resumes after
     Last-Event-ID; ends once the task has finished."""
     gateway = request.app[GATEWAY]
-    task_id = request.match_info["task_id"]
-    await load_task(gateway, task_id)  # 404 for unknown tasks
+    task_id = (await own_task(request)).task_id  # 404 for unknown (and others') tasks
     after = request.headers.get("Last-Event-ID") or request.query.get("after") or "0-0"
     if not _valid_stream_id(after):
         raise bad(400, "Last-Event-ID must be a stream id like 1712345678901-0")
@@ -174,7 +180,7 @@ def _valid_stream_id(value: str) -> bool:
 async def cancel_task(request: web.Request) -> web.Response:
     """Stop a running task, or drop a queued one."""
     gateway = request.app[GATEWAY]
-    state = await load_task(gateway, request.match_info["task_id"])
+    state = await own_task(request)
     if state.status == "queued":
         state.status, state.result_text = "cancelled", "Cancelled before it started."
         await gateway.parts.opened.store.save_task(state)
@@ -195,7 +201,7 @@ _INLINE = ("image/png", "image/jpeg", "image/gif", "image/webp", "audio/mpeg", "
 async def task_attachment(request: web.Request) -> web.StreamResponse:
     """A file a tool of the task made for the person (kept in its sandbox's attachments/)."""
     gateway = request.app[GATEWAY]
-    state = await load_task(gateway, request.match_info["task_id"])
+    state = await own_task(request)
     name = request.match_info["name"]
     if not _ATTACHMENT.match(name) or ".." in name:
         raise bad(400, "an attachment name is letters, digits, '_', '.' and '-'")

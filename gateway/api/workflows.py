@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._http import GATEWAY, bad, json_body, number, parse
+from ._http import GATEWAY, bad, caller_of, json_body, number, parse
 
 if TYPE_CHECKING:
     from hub.workflows.store import WorkflowStore
@@ -18,7 +18,13 @@ MAX_RUNS = 200
 
 
 def _store(request: web.Request) -> WorkflowStore:
-    store = request.app[GATEWAY].parts.workflows
+    """The hub's workflow store, for a caller with the 'workflows' permission."""
+    gateway = request.app[GATEWAY]
+    caller = caller_of(request)
+    if not gateway.roles.grants(caller.role, "workflows"):
+        raise bad(403, f"{caller.principal.name!r} lacks the 'workflows' permission (its "
+                       f"key's role is {caller.role!r})")
+    store = gateway.parts.workflows
     if store is None:
         raise bad(409, "the agent hub is not enabled here (HERMES_HUB=true)")
     return store
@@ -30,6 +36,7 @@ async def create_workflow(request: web.Request) -> web.Response:
     from hub.discovery import discover
     from hub.workflows import DefinitionError
 
+    store = _store(request)
     raw = await json_body(request)
     try:
         data = json.loads(raw or b"null")
@@ -37,7 +44,6 @@ async def create_workflow(request: web.Request) -> web.Response:
         raise bad(400, f"invalid body: not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad(400, "invalid body: a workflow is one object {workflow_id, steps, ...}")
-    store = _store(request)
     try:
         live = await discover(store.bus, "*")
     except Exception:
@@ -88,8 +94,8 @@ async def start_workflow_run(request: web.Request) -> web.Response:
     """Start a run (202: its id; follow it at /agent/workflow-runs/{run_id})."""
     from hub.workflows.client import NoExecutor, start_run
 
-    body = await parse(request, RunBody)
     store = _store(request)
+    body = await parse(request, RunBody)
     workflow_id = request.match_info["workflow_id"]
     workflow = await store.get(workflow_id, body.version)
     if workflow is None:

@@ -16,8 +16,22 @@ let conversation = localStorage.getItem("hermes.conversation") || newId();
 localStorage.setItem("hermes.conversation", conversation);
 
 function newId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Date.now())).replace(/-/g, ""); }
-function conversationKey() { return "webchat:" + conversation; }
-function token() { return localStorage.getItem("hermes.token") || ""; }
+// Who this page speaks as: the gateway's local token (handed to this page only, on a
+// gateway without API keys), or a key its person typed in; the principal it proves names
+// the conversations this page may see.
+const session = {token: "", user: ""};
+async function connect() {
+  const r = await fetch("/webchat/session", {headers: {"X-Hermes-Client": "webchat"}}).catch(() => null);
+  const body = r && r.ok ? await r.json().catch(() => ({})) : {};
+  session.token = body.token || localStorage.getItem("hermes.token") || "";
+  session.user = body.user || "";
+  if (!session.user && session.token) {
+    const who = await fetch("/agent/whoami", {headers: headers()}).catch(() => null);
+    if (who && who.ok) session.user = (await who.json()).user || "";
+  }
+}
+function conversationKey() { return "webchat:" + session.user + ":" + conversation; }
+function token() { return session.token; }
 function headers() {
   const h = {"Content-Type": "application/json", "X-Hermes-Client": "webchat"};
   if (token()) h["Authorization"] = "Bearer " + token();
@@ -103,7 +117,7 @@ async function ask(text) {
   }
   if (r.status === 401) {
     const t = prompt("This gateway needs an API key (HERMES_API_KEYS):");
-    if (t) { localStorage.setItem("hermes.token", t); log.lastElementChild.remove(); return ask(text); }
+    if (t) { localStorage.setItem("hermes.token", t); log.lastElementChild.remove(); await connect(); return ask(text); }
   }
   if (!r.ok) { bubble("bot", "Error: " + (body.error || r.status), {error: true}); refresh(); return; }
   if (body.status === "command") {  // answered at once (/help, /status, /reset, /stop ...)
@@ -301,4 +315,4 @@ $("newchat").onclick = () => {
   welcome();
 };
 showConversation();
-restore();
+connect().then(restore);

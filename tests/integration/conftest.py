@@ -26,6 +26,7 @@ from agent_core.store import connect
 from agent_core.store.embedded import EmbeddedValkey, ServerInfo
 from gateway.api import GATEWAY
 from gateway.app import create_app
+from gateway.auth import local_token
 from gateway.service import Gateway
 from gateway.settings import GatewaySettings
 from tests.standins.slack_api import SlackAPI
@@ -69,19 +70,20 @@ class Harness:
                 raise AssertionError("condition not met in time")
             await asyncio.sleep(0.02)
 
-    async def task(self, task_id: str) -> dict[str, Any]:
+    async def task(self, task_id: str, headers: dict[str, str] | None = None
+                   ) -> dict[str, Any]:
         """GET /agent/tasks/{id}."""
-        response = await self.client.get(f"/agent/tasks/{task_id}")
+        response = await self.client.get(f"/agent/tasks/{task_id}", headers=headers)
         assert response.status == 200, await response.text()
         data: dict[str, Any] = await response.json()
         return data
 
-    async def wait_task(self, task_id: str, *statuses: str, timeout: float = 15.0
-                        ) -> dict[str, Any]:
+    async def wait_task(self, task_id: str, *statuses: str, timeout: float = 15.0,
+                        headers: dict[str, str] | None = None) -> dict[str, Any]:
         """Poll a task until it reaches one of ``statuses``."""
         deadline = time.monotonic() + timeout
         while True:
-            view = await self.task(task_id)
+            view = await self.task(task_id, headers)
             if view["status"] in statuses:
                 return view
             if time.monotonic() > deadline:
@@ -90,6 +92,16 @@ class Harness:
 
 
 GatewayFactory = Callable[..., Awaitable[Harness]]
+
+
+def api_key(user: str, role: str = "user", **extra: Any) -> dict[str, Any]:
+    """A HERMES_API_KEYS entry for ``user`` (its token: ``bearer(user)``)."""
+    return {"key": f"{user}-key-0123456789abcdef", "user": user, "role": role, **extra}
+
+
+def bearer(user: str) -> dict[str, str]:
+    """The Authorization header of ``api_key(user)``."""
+    return {"Authorization": f"Bearer {user}-key-0123456789abcdef"}
 
 
 def slack_headers(body: bytes, *, secret: str = SLACK_SECRET, timestamp: int | None = None,
@@ -133,6 +145,9 @@ async def make_gateway(aiohttp_client: Callable[..., Awaitable[TestClient]], red
             "hermes_data_dir": tmp_path / prefix, "agent_replan_every": 0,
             "llm_max_retries": 0, "hermes_lease_seconds": 5,
             "hermes_webhook_secrets": {"crm": WEBHOOK_SECRET},
+            # The callback servers of the tests listen on loopback, which the SSRF guard
+            # refuses unless the deployment names it.
+            "hermes_webhook_callback_hosts": ["127.0.0.1"],
         }
         if model:
             values.update(llm_provider="openai", llm_model_name="scripted",
@@ -156,7 +171,10 @@ async def make_gateway(aiohttp_client: Callable[..., Awaitable[TestClient]], red
         values.update(overrides)
         settings = GatewaySettings(_env_file=None, **values)  # type: ignore[call-arg]
         app = create_app(settings)
-        client = await aiohttp_client(app)
+        # Without keys the API takes the gateway's local token (the operator's).
+        headers = {} if settings.hermes_api_keys else {
+            "Authorization": f"Bearer {local_token(settings.hermes_data_dir)}"}
+        client = await aiohttp_client(app, headers=headers)
         made.append((client, prefix))
         gateway = app[GATEWAY]
         assert gateway.parts.workers is not None

@@ -77,7 +77,8 @@ class Edge:
 @pytest.fixture
 async def edge(make_gateway: GatewayFactory, nats_url: str, tmp_path: Path
                ) -> AsyncIterator[Edge]:
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url, hermes_api_keys=[KEY])
+    h = await make_gateway(hermes_hub=True, nats_url=nats_url,
+                           hermes_api_keys=[{"key": KEY, "user": "a2a", "role": "admin"}])
     bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
                                         hermes_data_dir=tmp_path))
     agent = Claims()

@@ -13,6 +13,7 @@ import pytest
 from agent_core.models.replay import Reply
 from agent_core.store.base import ConversationStore
 from gateway.cli import main
+from gateway.settings import ApiKey
 from tests.integration.conftest import GatewayFactory, answer_echo
 
 
@@ -40,7 +41,7 @@ async def test_run_answers_with_text_and_report_and_the_task_can_be_read(
     assert response.status == 200
     body = await response.json()
     assert body["status"] == "answered" and body["text"] == "Growth is 20%."
-    assert body["conversation_id"] == "api:c1"
+    assert body["conversation_id"] == "api:local:c1"
     assert body["report"]["tools"]["calc_growth_rate"]["calls"] == 1
     assert body["report"]["completion_tokens"] == 16
     again = await h.task(body["task_id"])
@@ -154,7 +155,7 @@ async def test_conversation_memory_spans_requests_and_can_be_forgotten(
         await h.client.post("/agent/run", json={"text": text, "conversation_id": "mem"})
     sent = h.model.requests[-1][1]["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["first", "second"]
-    gone = await h.client.delete("/agent/conversations/api:mem")
+    gone = await h.client.delete("/agent/conversations/api:local:mem")
     assert gone.status == 200 and (await gone.json())["deleted_keys"] > 0
     await h.client.post("/agent/run", json={"text": "third", "conversation_id": "mem"})
     sent = h.model.requests[-1][1]["messages"]
@@ -195,8 +196,11 @@ async def test_api_keys_are_required_when_configured(make_gateway: GatewayFactor
                              headers={"Authorization": "Bearer key-two-abcdefgh"})
     assert ok.status == 200
     task_id = (await ok.json())["task_id"]
-    events = await h.client.get(f"/agent/tasks/{task_id}/events?access_token=key-one-abcdefgh")
+    events = await h.client.get(f"/agent/tasks/{task_id}/events?access_token=key-two-abcdefgh")
     assert events.status == 200
+    # Another key's principal does not learn that the task exists.
+    other = await h.client.get(f"/agent/tasks/{task_id}/events?access_token=key-one-abcdefgh")
+    assert other.status == 404
     assert (await h.client.get("/healthz")).status == 200, "health stays open"
 
 
@@ -279,7 +283,7 @@ async def test_a_conversation_s_recent_messages_and_its_open_tasks(
     assert body["status"] == "awaiting_approval"
     await (await h.client.post("/agent/run", json={"text": "elsewhere",
                                                     "conversation_id": "other"})).json()
-    response = await h.client.get("/agent/conversations/api:hist/messages")
+    response = await h.client.get("/agent/conversations/api:local:hist/messages")
     assert response.status == 200
     history = await response.json()
     assert [(m["role"], m["text"]) for m in history["messages"]] == [
@@ -289,21 +293,21 @@ async def test_a_conversation_s_recent_messages_and_its_open_tasks(
     assert pending["status"] == "awaiting_approval" and pending["task_id"] == body["task_id"]
     assert pending["approval"]["tool_name"] == "save_daily_report"
     # The last N tasks only, still oldest first.
-    last = await (await h.client.get("/agent/conversations/api:hist/messages?limit=1")).json()
+    last = await (await h.client.get("/agent/conversations/api:local:hist/messages?limit=1")).json()
     assert [m["text"] for m in last["messages"]] == ["save the Q3 report"]
     for bad_query, says in [("limit=0", "limit"), ("limit=201", "limit"), ("limit=x", "limit")]:
-        refused = await h.client.get(f"/agent/conversations/api:hist/messages?{bad_query}")
+        refused = await h.client.get(f"/agent/conversations/api:local:hist/messages?{bad_query}")
         assert refused.status == 400 and says in (await refused.json())["error"]
     refused = await h.client.get("/agent/conversations/%20bad/messages")
     assert refused.status == 400
-    empty = await (await h.client.get("/agent/conversations/api:never/messages")).json()
-    assert empty == {"conversation_id": "api:never", "messages": [], "open_tasks": []}
+    empty = await (await h.client.get("/agent/conversations/api:local:never/messages")).json()
+    assert empty == {"conversation_id": "api:local:never", "messages": [], "open_tasks": []}
 
 
 async def test_recent_messages_follow_the_api_s_auth_rules(make_gateway: GatewayFactory
                                                           ) -> None:
     h = await make_gateway(hermes_api_keys=["key-one-abcdefgh"])
-    url = "/agent/conversations/api:x/messages"
+    url = f"/agent/conversations/api:{ApiKey.bare('key-one-abcdefgh').user}:x/messages"
     assert (await h.client.get(url)).status == 401
     ok = await h.client.get(url, headers={"Authorization": "Bearer key-one-abcdefgh"})
     assert ok.status == 200
@@ -322,16 +326,17 @@ async def test_one_info_line_per_inbound_message_and_per_finished_task(
                                                     "conversation_id": "logged"})).json()
     lines = [r.getMessage() for r in caplog.records if r.levelname == "INFO"
              and r.name in ("gateway.router", "gateway.worker")]
-    assert f"inbound channel=api conversation=api:logged queued task={body['task_id']}" in lines
-    assert "inbound channel=api conversation=api:logged command (status)" in lines
+    assert ("inbound channel=api conversation=api:local:logged queued "
+            f"task={body['task_id']}") in lines
+    assert "inbound channel=api conversation=api:local:logged command (status)" in lines
     [finished] = [line for line in lines if line.startswith(f"task {body['task_id']}")]
     assert re.fullmatch(rf"task {body['task_id']} answered channel=api "
-                        r"conversation=api:logged seconds=\d+\.\d\d", finished), finished
+                        r"conversation=api:local:logged seconds=\d+\.\d\d", finished), finished
     assert not any("private" in r.getMessage() for r in caplog.records)
 
 
 def test_loopback_callers_are_told_apart_from_the_rest() -> None:
-    from gateway.app import is_loopback
+    from gateway.guard import is_loopback
 
     for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.8.9.10"):
         assert is_loopback(host), host

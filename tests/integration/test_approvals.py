@@ -15,7 +15,13 @@ import pytest
 from adapters.approvals import APPROVE, REJECT
 from agent_core import tool
 from agent_core.models.replay import Reply
-from tests.integration.conftest import GatewayFactory, Harness, slack_headers
+from tests.integration.conftest import (
+    GatewayFactory,
+    Harness,
+    api_key,
+    bearer,
+    slack_headers,
+)
 from tests.integration.test_slack import answers, event_body, mention, send
 from tests.integration.test_telegram import PRIVATE, post, sent, update
 from tests.integration.test_webhook import body_of
@@ -407,20 +413,21 @@ async def test_webhook_callbacks_carry_signed_decision_links(
 
 
 async def test_api_approvals_with_edited_arguments(make_gateway: GatewayFactory) -> None:
-    h = await make_gateway(hermes_roles={"admin": ["api:boss"]})
+    h = await make_gateway(hermes_api_keys=[api_key("clerk"), api_key("intruder"),
+                                            api_key("boss", "admin")])
     h.model.add(SAVE, Reply("Saved the edited text."))
-    paused = await (await h.client.post("/agent/run", json={"text": "save",
-                                                             "user_id": "clerk"})).json()
+    paused = await (await h.client.post("/agent/run", json={"text": "save"},
+                                        headers=bearer("clerk"))).json()
     assert paused["status"] == "awaiting_approval"
     approval_id = paused["approval"]["id"]
-    refused = await h.client.post(f"/agent/approvals/{approval_id}",
-                                  json={"approved": True, "user_id": "intruder"})
+    refused = await h.client.post(f"/agent/approvals/{approval_id}", json={"approved": True},
+                                  headers=bearer("intruder"))
     assert refused.status == 403
-    ok = await h.client.post(f"/agent/approvals/{approval_id}", json={
-        "approved": True, "user_id": "boss", "note": "fixed the figure",
+    ok = await h.client.post(f"/agent/approvals/{approval_id}", headers=bearer("boss"), json={
+        "approved": True, "note": "fixed the figure",
         "arguments": {"content": "Q3 revenue: 1.3M (corrected)"}})
     assert ok.status == 200
-    done = await h.wait_task(paused["task_id"], "answered")
+    done = await h.wait_task(paused["task_id"], "answered", headers=bearer("clerk"))
     assert done["text"] == "Saved the edited text."
     assert "1.3M (corrected)" in report(h) and "1.2M" not in report(h)
 
@@ -428,17 +435,18 @@ async def test_api_approvals_with_edited_arguments(make_gateway: GatewayFactory)
 async def test_the_audit_log_is_for_admins_and_can_go_to_a_file(
         make_gateway: GatewayFactory, tmp_path: Path) -> None:
     audit_file = tmp_path / "audit.jsonl"
-    h = await make_gateway(hermes_roles={"admin": ["api:boss"]}, hermes_audit_file=audit_file)
+    h = await make_gateway(hermes_api_keys=[api_key("clerk"), api_key("boss", "admin")],
+                           hermes_audit_file=audit_file)
     h.model.add(SAVE, Reply("Saved."))
-    paused = await (await h.client.post("/agent/run", json={"text": "save",
-                                                             "user_id": "clerk"})).json()
+    paused = await (await h.client.post("/agent/run", json={"text": "save"},
+                                        headers=bearer("clerk"))).json()
     await h.client.post(f"/agent/approvals/{paused['approval']['id']}",
-                        json={"approved": True, "user_id": "boss"})
-    await h.wait_task(paused["task_id"], "answered")
-    denied = await h.client.get("/agent/audit", headers={"X-Hermes-User": "clerk"})
+                        json={"approved": True}, headers=bearer("boss"))
+    await h.wait_task(paused["task_id"], "answered", headers=bearer("clerk"))
+    denied = await h.client.get("/agent/audit", headers=bearer("clerk"))
     assert denied.status == 403
-    listing = await (await h.client.get(
-        "/agent/audit?user=api:boss", headers={"X-Hermes-User": "boss"})).json()
+    listing = await (await h.client.get("/agent/audit?user=api:boss",
+                                        headers=bearer("boss"))).json()
     kinds = sorted(e["type"] for e in listing["entries"])
     assert kinds == ["approval", "tool_call"]
     lines = [json.loads(line) for line in audit_file.read_text().splitlines()]
@@ -448,11 +456,11 @@ async def test_the_audit_log_is_for_admins_and_can_go_to_a_file(
                          ("until=inf", "until"), ("since=nan", "since"), ("until=-5", "until"),
                          ("limit=0", "limit"), ("limit=1.5", "limit"),
                          ("limit=99999999999999999999", "limit")):
-        bad = await h.client.get(f"/agent/audit?{query}", headers={"X-Hermes-User": "boss"})
+        bad = await h.client.get(f"/agent/audit?{query}", headers=bearer("boss"))
         assert bad.status == 400, query
         assert (await bad.json())["error"].startswith(named), query
     inside = await h.client.get("/agent/audit?since=0&until=95617584000&limit=1000",
-                                headers={"X-Hermes-User": "boss"})
+                                headers=bearer("boss"))
     assert inside.status == 200 and (await inside.json())["count"] == 2
 
 

@@ -100,7 +100,7 @@ async def test_metrics_need_the_api_key_when_one_is_set(make_gateway: GatewayFac
 
 async def test_a_resumed_task_counts_its_model_calls_and_tokens_once(
         make_gateway: GatewayFactory) -> None:
-    h = await make_gateway(hermes_roles={"admin": ["api:boss"]})
+    h = await make_gateway()
     h.model.add(Reply.call("save_daily_report", {"content": "Q3"}, prompt_tokens=40,
                            completion_tokens=4),
                 Reply("Saved.", prompt_tokens=50, completion_tokens=2))

@@ -59,7 +59,10 @@ class LiveGateway:
         await self._model.start()
         values: dict[str, Any] = {
             "redis_url": self.redis_url, "redis_prefix": f"st{uuid.uuid4().hex[:8]}",
-            "hermes_data_dir": self.data_dir, "hermes_api_keys": [API_KEY],
+            "hermes_data_dir": self.data_dir,
+            # An admin that may act for anyone: every operation answers for real.
+            "hermes_api_keys": [{"key": API_KEY, "user": "fuzz", "role": "admin",
+                                 "act_as": ["*"]}],
             "llm_provider": "openai", "llm_model_name": "scripted",
             "llm_base_url": self._model.openai_url, "llm_api_key": "sk-test-0123456789abcdef",
             "agent_replan_every": 0, "llm_max_retries": 0, "hermes_run_timeout": 20,

@@ -18,7 +18,7 @@ from agent_core.store import connect
 from gateway.queue import WorkItem, WorkQueue
 from gateway.scheduler import Job, Scheduler
 from gateway.settings import GatewaySettings
-from tests.integration.conftest import GatewayFactory, Harness
+from tests.integration.conftest import GatewayFactory, Harness, api_key, bearer
 from tests.integration.test_slack import answers, event_body, mention, send
 from tests.integration.test_telegram import GROUP, sent
 
@@ -281,7 +281,8 @@ async def test_creating_a_schedule_from_chat_needs_the_permission(
 
 async def test_the_agent_schedules_a_report_when_asked_in_words(
         make_gateway: GatewayFactory) -> None:
-    h = await make_gateway(hermes_roles={"admin": ["api:boss"], "planner": ["api:planner"]},
+    h = await make_gateway(hermes_api_keys=[api_key("boss", "admin"),
+                                            api_key("planner", "planner"), api_key("someone")],
                            hermes_role_permissions={"planner": ["read", "schedule"],
                                                     "admin": ["*"], "user": ["read"]})
     h.model.add(Reply.call("schedule_report", {"prompt": "post last week's sales",
@@ -291,19 +292,20 @@ async def test_the_agent_schedules_a_report_when_asked_in_words(
                 Reply("Done: every Monday at 09:00."),
                 Reply.call("schedule_report", {"prompt": "x", "every_minutes": 5}),
                 Reply("You are not allowed to schedule."))
-    planner = await (await h.client.post("/agent/run", json={
-        "text": "every Monday at 9 post last week's sales here", "user_id": "planner"})).json()
+    planner = await (await h.client.post("/agent/run", headers=bearer("planner"), json={
+        "text": "every Monday at 9 post last week's sales here"})).json()
     assert planner["status"] == "awaiting_approval", "a non-admin's write waits for approval"
     await h.client.post(f"/agent/approvals/{planner['approval']['id']}",
-                        json={"approved": True, "user_id": "boss"})
-    done = await h.wait_task(planner["task_id"], "answered")
+                        json={"approved": True}, headers=bearer("boss"))
+    done = await h.wait_task(planner["task_id"], "answered", headers=bearer("planner"))
     assert done["text"] == "Done: every Monday at 09:00."
     [job] = (await (await h.client.get("/agent/schedules",
-                                       headers={"X-Hermes-User": "boss"})).json())["jobs"]
+                                       headers=bearer("boss"))).json())["jobs"]
     assert job["name"] == "monday sales" and job["trigger"]["timezone"] == "Europe/Berlin"
     assert job["target"]["channel"] == "api" and job["run_as"] == "api:planner"
-    user = await (await h.client.post("/agent/run", json={"text": "schedule x",
-                                                           "user_id": "someone"})).json()
+    assert job["role"] == "planner", "the job runs in its creator's proven role"
+    user = await (await h.client.post("/agent/run", json={"text": "schedule x"},
+                                      headers=bearer("someone"))).json()
     assert user["text"] == "You are not allowed to schedule."
     refusal = next(m for m in h.model.requests[-1][1]["messages"] if m["role"] == "tool")
     assert json.loads(refusal["content"])["error"] == "permission"

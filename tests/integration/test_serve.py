@@ -51,6 +51,7 @@ class Serve:
             "LLM_MODEL_NAME": "scripted", "LLM_BASE_URL": model.openai_url,
             "LLM_API_KEY": "sk-test-0123456789abcdef", "REDIS_URL": "",
             "HERMES_WEBHOOK_SECRETS": json.dumps({"crm": SECRET}),
+            "HERMES_WEBHOOK_CALLBACK_HOSTS": "127.0.0.1",
             "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "LOG_LEVEL": "INFO", **env}
         with self.log.open("wb") as errors:
             self.process = subprocess.Popen(
@@ -68,6 +69,11 @@ class Serve:
                 pass
             await asyncio.sleep(0.1)
         pytest.fail("serve did not become ready:\n" + self.log.read_text())
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The API's header: the local token this gateway made in its data directory."""
+        return {"Authorization": f"Bearer {(self.data / 'local-token').read_text().strip()}"}
 
     async def send(self, conversation: str, text: str, callback: str) -> None:
         body = json.dumps({"conversation_id": conversation, "user_id": "u1", "text": text,
@@ -155,7 +161,7 @@ async def test_several_processes_share_the_port_and_stop_together(
         scraped = set()
         for _ in range(10):  # whichever process answers the scrape counts both
             async with aiohttp.ClientSession() as fresh, \
-                    fresh.get(f"{gateway.base}/metrics") as r:
+                    fresh.get(f"{gateway.base}/metrics", headers=gateway.auth) as r:
                 samples = parse_metrics(await r.text())
             scraped.add((samples[("hermes_inbound_messages_total",
                                   (("channel", "webhook"), ("status", "queued")))],
@@ -247,7 +253,8 @@ async def _run_on_a_child(gateway: Serve, body: dict[str, str]
         async with http.get(f"{gateway.base}/healthz") as r:  # the connection stays open
             pid = (await r.json())["pid"]
         if pid != gateway.process.pid:
-            run = asyncio.create_task(http.post(f"{gateway.base}/agent/run", json=body))
+            run = asyncio.create_task(http.post(f"{gateway.base}/agent/run", json=body,
+                                                headers=gateway.auth))
             return pid, run, http
         await http.close()
     pytest.fail("no connection reached the child")
@@ -290,7 +297,8 @@ async def test_a_child_that_dies_is_started_again_and_its_work_finished_by_the_o
 
     async def answered() -> bool:
         async with aiohttp.ClientSession() as fresh, fresh.get(
-                f"{gateway.base}/agent/conversations/api:held/messages") as r:
+                f"{gateway.base}/agent/conversations/api:local:held/messages",
+                headers=gateway.auth) as r:
             messages = (await r.json())["messages"]
         return [m["text"] for m in messages if m["role"] == "assistant"] == \
             ["answer to: hold on"]

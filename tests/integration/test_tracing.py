@@ -86,7 +86,7 @@ async def test_a_message_is_one_trace_with_the_task_s_id(
     inbound, queued, task = one(spans, "inbound"), one(spans, "queued"), one(spans, "task")
     assert inbound.parent_id == "" and inbound.service == "hermes-gateway"
     assert inbound.attributes["hermes.routed"] == "queued"
-    assert inbound.attributes["hermes.conversation_id"] == "api:traced"
+    assert inbound.attributes["hermes.conversation_id"] == "api:local:traced"
     assert queued.parent_id == inbound.span_id and task.parent_id == inbound.span_id
     assert queued.end_ns >= queued.start_ns >= inbound.start_ns
     assert task.attributes["hermes.outcome"] == "answered"

@@ -12,22 +12,31 @@ from aiohttp.test_utils import make_mocked_request
 
 from gateway.api._http import bad
 from gateway.app import edge
+from gateway.auth import Credentials, Principal
+from gateway.guard import Guard
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
 
 METRICS = Metrics()
 
 
+TOKEN = "local-token-for-the-tests"
+GUARD = Guard(GatewaySettings(_env_file=None),  # type: ignore[call-arg]
+              Credentials([(TOKEN, Principal("local", "admin", local=True))]))
+
+
 async def respond(handler: object) -> web.StreamResponse:
     """The handler's answer through the middleware, for a caller on this machine."""
-    middleware = edge(GatewaySettings(_env_file=None), METRICS)  # type: ignore[call-arg]
-    request = make_mocked_request("GET", "/agent/x", transport=_Loopback())
+    middleware = edge(GUARD, METRICS)
+    request = make_mocked_request("GET", "/agent/x", transport=_Loopback(), headers={
+        "Host": "127.0.0.1:8080", "Authorization": f"Bearer {TOKEN}"})
     return await middleware(request, handler)  # type: ignore[arg-type]
 
 
 class _Loopback:
     def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", 50000) if name == "peername" else default
+        return {"peername": ("127.0.0.1", 50000),
+                "sockname": ("127.0.0.1", 8080)}.get(name, default)
 
 
 async def test_a_client_error_keeps_its_reason() -> None:
