@@ -1,14 +1,17 @@
 """Settings: one object, read from the environment, ``.env`` and an optional YAML file.
 
-Precedence, highest first: explicit arguments, environment variables, ``.env``, the YAML file
-named by ``HERMES_CONFIG`` (default ``hermes.yaml`` when it exists), built-in defaults.
+Precedence, highest first: explicit arguments, environment variables, ``.env``, files in the
+directories named by ``HERMES_SECRETS_DIR`` (one file per setting, as a mounted Kubernetes
+Secret lays them out; ``_secretfiles``), the YAML file named by ``HERMES_CONFIG`` (default
+``hermes.yaml`` when it exists), built-in defaults.
 
 The YAML file nests settings by section; ``model:`` maps to the ``LLM_*`` settings::
 
     model:
       provider: openai
       base_url: https://api.openai.com/v1
-      api_key_env: OPENAI_API_KEY      # the key is read from this variable, never the file
+      api_key_env: OPENAI_API_KEY      # the key is read from this variable (or a file of
+                                       # that name in HERMES_SECRETS_DIR), never the YAML
       model_name: gpt-4o-mini
       temperature: 0.1
       max_tokens: 2048
@@ -29,10 +32,12 @@ from pydantic_settings import (
     BaseSettings,
     NoDecode,
     PydanticBaseSettingsSource,
+    SecretsSettingsSource,
     SettingsConfigDict,
     SettingsError,
 )
 
+from ._secretfiles import env_or_file, secrets_dirs
 from .errors import ConfigError
 from .mcp.config import McpServerConfig, check_servers
 
@@ -60,12 +65,12 @@ class ModelSpec(BaseModel):
     api_key_env: str | None = None
 
     def resolved_key(self) -> SecretStr | None:
-        """The API key, read from ``api_key_env`` when the key itself is not given."""
+        """The API key, read from ``api_key_env`` (the variable, or a file of that name in
+        HERMES_SECRETS_DIR) when the key itself is not given."""
         if self.api_key is not None:
             return self.api_key
-        if self.api_key_env and os.environ.get(self.api_key_env):
-            return SecretStr(os.environ[self.api_key_env])
-        return None
+        value = env_or_file(self.api_key_env) if self.api_key_env else None
+        return SecretStr(value) if value else None
 
     def url(self) -> str:
         """The base URL, defaulting per provider."""
@@ -203,7 +208,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, dotenv_settings, _YamlSource(settings_cls))
+        dirs = secrets_dirs()
+        files = [SecretsSettingsSource(settings_cls, secrets_dir=dirs)] if dirs else []
+        return (init_settings, env_settings, dotenv_settings, *files, _YamlSource(settings_cls))
 
     # --- derived -----------------------------------------------------------------------
     def tool_extra(self) -> dict[str, Any]:
@@ -315,8 +322,9 @@ def _flatten_yaml(path: Path) -> dict[str, Any]:
         prefix = _SECTION_PREFIX.get(str(section), str(section))
         for key, value in body.items():
             if key == "api_key_env":
-                if value and os.environ.get(str(value)):
-                    flat[f"{prefix}_api_key"] = os.environ[str(value)]
+                found = env_or_file(str(value)) if value else None
+                if found:
+                    flat[f"{prefix}_api_key"] = found
                 continue
             flat[f"{prefix}_{key}".lower()] = value
     return flat

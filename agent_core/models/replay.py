@@ -89,6 +89,8 @@ class ReplayModelServer:
         self.chunk_size = chunk_size
         self.embed = embed or hashed_embedding
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        #: The Authorization header of each request, in order ("" when none was sent).
+        self.authorizations: list[str] = []
         self.model_seconds = 0.0
         self._runner: web.AppRunner | None = None
         self.root = ""
@@ -135,6 +137,7 @@ class ReplayModelServer:
     async def _next(self, request: web.Request) -> tuple[Item, dict[str, Any]]:
         body = await request.json()
         self.requests.append((request.path, body))
+        self.authorizations.append(request.headers.get("Authorization", ""))
         if self.script:
             item = self.script.popleft()
         elif self.responder is not None:

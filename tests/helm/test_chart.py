@@ -4,72 +4,36 @@ runs (one shared store, the hub's bus, agents) and what it refuses at render tim
 
 from __future__ import annotations
 
-import base64
-import os
 import re
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from .conftest import CACHE, CHART
-
-#: The oldest Kubernetes the chart supports, and the newest the validator knows.
-KUBERNETES = ["1.29.0", kubernetes_validate.latest_version()]
-IMAGE = ["--set", "image.repository=registry.example.com/hermes-gateway"]
-EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
-#: Variants: the defaults (plus the one required value) and every documented example.
-VARIANTS = {"defaults": IMAGE, **{p.stem: ["-f", str(p)] for p in EXAMPLES}}
-#: Kinds of the Prometheus Operator, not in the Kubernetes schemas: checked by hand below.
-CUSTOM_KINDS = {"ServiceMonitor"}
-
-
-def _helm(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    home = CACHE / "home"
-    env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"),
-           "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data")}
-    result = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env,
-                            timeout=120, check=False)
-    if check and result.returncode:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-    return result
-
-
-def render(helm: Path, *args: str) -> list[dict[str, Any]]:
-    out = _helm(helm, "template", "rel", str(CHART), "--namespace", "hermes", *args).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
-def refusal(helm: Path, *args: str) -> str:
-    result = _helm(helm, "template", "rel", str(CHART), *args, check=False)
-    assert result.returncode != 0, "rendered values the chart must refuse"
-    return result.stderr
-
-
-def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
-
-
-def containers(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    return [(d["metadata"]["name"], c) for d in docs if d["kind"] in ("Deployment", "StatefulSet")
-            for c in d["spec"]["template"]["spec"]["containers"]]
-
-
-def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {e["name"]: e for e in container.get("env", [])}
-
-
-def pod_labels(doc: dict[str, Any]) -> dict[str, str]:
-    labels: dict[str, str] = doc["spec"]["template"]["metadata"]["labels"]
-    return labels
+from .chart import (
+    CUSTOM_KINDS,
+    IMAGE,
+    KUBERNETES,
+    VARIANTS,
+    by_kind,
+    containers,
+    env_of,
+    mounted_files,
+    pod_labels,
+    pod_spec,
+    refusal,
+    render,
+    run_helm,
+    secret_data,
+    secret_sources,
+)
+from .conftest import CHART
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_lint_passes(helm: Path, variant: str) -> None:
-    result = _helm(helm, "lint", "--strict", str(CHART), *VARIANTS[variant])
+    result = run_helm(helm, "lint", "--strict", str(CHART), *VARIANTS[variant])
     assert "0 chart(s) failed" in result.stdout, result.stdout
 
 
@@ -94,11 +58,11 @@ def test_every_manifest_is_valid_and_consistent(helm: Path, variant: str) -> Non
         for arg in container.get("args", []):
             for ref in re.findall(r"\$\((\w+)\)", arg):
                 assert ref in names, f"{name}: an argument uses $({ref}), which is not set"
-        # Secrets the chart names are rendered, unless the values name a Secret of yours.
-        for e in container.get("env", []):
-            ref = e.get("valueFrom", {}).get("secretKeyRef")
-            if ref and ref["name"].startswith("rel-"):
-                assert ref["name"] in secrets, f"{name}: {ref['name']} is not rendered"
+    # Secrets the chart names are rendered, unless the values name a Secret of yours.
+    for name, doc in workloads.items():
+        for source in secret_sources(doc):
+            if source["name"].startswith("rel-"):
+                assert source["name"] in secrets, f"{name}: {source['name']} is not rendered"
     # Each Service and PodDisruptionBudget selects the pods of one workload, and only them.
     selecting = [*by_kind(docs, "Service").values(),
                  *by_kind(docs, "PodDisruptionBudget").values()]
@@ -117,29 +81,33 @@ def test_the_default_install_shares_one_valkey_with_a_generated_password(helm: P
     valkey = by_kind(docs, "StatefulSet")["rel-hermes-gateway-valkey"]
     claim = valkey["spec"]["volumeClaimTemplates"][0]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
-    mounted = valkey["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    mounted = pod_spec(valkey)["containers"][0]["volumeMounts"]
     assert {"name": claim["metadata"]["name"], "mountPath": "/data"} in mounted
-    args = valkey["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--requirepass" in args and "$(VALKEY_PASSWORD)" in args
+    args = pod_spec(valkey)["containers"][0]["args"]
+    assert args[:2] == ["valkey-server", "/etc/valkey/valkey.conf"]
     assert args[args.index("--appendonly") + 1] == "yes"
-    secret = by_kind(docs, "Secret")["rel-hermes-gateway-valkey"]
-    password = base64.b64decode(secret["data"]["password"]).decode()
+    password = secret_data(by_kind(docs, "Secret")["rel-hermes-gateway-valkey"])["password"]
     assert re.fullmatch(r"[A-Za-z0-9]{32}", password)
+    # The server reads it from its config file, never from its command line.
+    assert mounted_files(docs, "rel-hermes-gateway-valkey") == {
+        "/etc/valkey": {"valkey.conf": f'requirepass "{password}"\n'}}
+    assert not any(password in a or "pass" in a for a in args)
     # Another render (a fresh install) draws another password: it is not a constant.
     again = by_kind(render(helm, *IMAGE), "Secret")["rel-hermes-gateway-valkey"]
-    assert again["data"]["password"] != secret["data"]["password"]
-    env = env_of(gateway["spec"]["template"]["spec"]["containers"][0])
-    assert env["VALKEY_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "rel-hermes-gateway-valkey", "key": "password"}
+    assert secret_data(again)["password"] != password
+    # The gateway reads the store's URL from its own Secret, mounted as a file.
+    env = env_of(pod_spec(gateway)["containers"][0])
+    assert env["HERMES_SECRETS_DIR"]["value"] == "/etc/hermes/secrets/chart"
     service = by_kind(docs, "Service")["rel-hermes-gateway-valkey"]
-    assert env["REDIS_URL"]["value"] == (
-        f"redis://:$(VALKEY_PASSWORD)@{service['metadata']['name']}:"
-        f"{service['spec']['ports'][0]['port']}/0")
-    assert "HERMES_HUB" not in env and "nats" not in " ".join(by_kind(docs, "StatefulSet"))
+    assert mounted_files(docs, "rel-hermes-gateway") == {"/etc/hermes/secrets/chart": {
+        "REDIS_URL": f"redis://:{password}@{service['metadata']['name']}:"
+                     f"{service['spec']['ports'][0]['port']}/0"}}
+    assert "REDIS_URL" not in env and "HERMES_HUB" not in env
+    assert "nats" not in " ".join(by_kind(docs, "StatefulSet"))
     pdb = by_kind(docs, "PodDisruptionBudget")["rel-hermes-gateway"]
     assert pdb["spec"]["minAvailable"] == 1
     app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
-    assert gateway["spec"]["template"]["spec"]["containers"][0]["image"] == \
+    assert pod_spec(gateway)["containers"][0]["image"] == \
         f"registry.example.com/hermes-gateway:{app_version}"
 
 
@@ -148,7 +116,9 @@ def test_a_single_replica_without_a_shared_store_never_runs_two_pods(helm: Path)
     gateway = by_kind(docs, "Deployment")["rel-hermes-gateway"]
     assert gateway["spec"]["replicas"] == 1
     assert gateway["spec"]["strategy"] == {"type": "Recreate"}
-    assert "REDIS_URL" not in env_of(gateway["spec"]["template"]["spec"]["containers"][0])
+    env = env_of(pod_spec(gateway)["containers"][0])
+    assert "REDIS_URL" not in env and "HERMES_SECRETS_DIR" not in env
+    assert mounted_files(docs, "rel-hermes-gateway") == {}  # nothing to connect to
     assert not by_kind(docs, "StatefulSet") and not by_kind(docs, "PodDisruptionBudget")
     claim = by_kind(docs, "PersistentVolumeClaim")["rel-hermes-gateway"]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
@@ -159,10 +129,16 @@ def test_an_external_store_from_a_secret_and_an_autoscaler(helm: Path) -> None:
     gateway = by_kind(docs, "Deployment")["rel-hermes-gateway"]
     assert "replicas" not in gateway["spec"]  # the autoscaler's
     assert "strategy" not in gateway["spec"]
-    container = gateway["spec"]["template"]["spec"]["containers"][0]
-    assert env_of(container)["REDIS_URL"]["valueFrom"]["secretKeyRef"] == {
-        "name": "hermes-redis", "key": "url"}
-    assert container["envFrom"] == [{"secretRef": {"name": "hermes-settings"}}]
+    container = pod_spec(gateway)["containers"][0]
+    # Your Secrets, mounted as files: the settings whole, the store's URL as REDIS_URL.
+    assert "envFrom" not in container
+    assert env_of(container)["HERMES_SECRETS_DIR"]["value"] == \
+        "/etc/hermes/secrets/settings:/etc/hermes/secrets/chart"
+    yours = {"hermes-settings": {"LLM_API_KEY": "sk-yours", "SLACK_BOT_TOKEN": "xoxb-yours"},
+             "hermes-redis": {"url": "rediss://:pw@redis.internal:6380/0", "other": "x"}}
+    assert mounted_files(docs, "rel-hermes-gateway", yours) == {
+        "/etc/hermes/secrets/settings": yours["hermes-settings"],
+        "/etc/hermes/secrets/chart": {"REDIS_URL": "rediss://:pw@redis.internal:6380/0"}}
     assert not by_kind(docs, "StatefulSet")
     hpa = by_kind(docs, "HorizontalPodAutoscaler")["rel-hermes-gateway"]
     assert hpa["spec"]["scaleTargetRef"]["name"] == "rel-hermes-gateway"
@@ -184,8 +160,10 @@ def test_an_external_store_url_goes_into_a_secret_not_the_pod_spec(helm: Path) -
     url = "rediss://:pw@redis.internal:6380/0"
     docs = render(helm, *IMAGE, "--set", "valkey.enabled=false",
                   "--set", f"externalRedis.url={url}")
-    assert by_kind(docs, "Secret")["rel-hermes-gateway-redis"]["stringData"] == {
+    assert secret_data(by_kind(docs, "Secret")["rel-hermes-gateway-creds"]) == {
         "REDIS_URL": url}
+    assert mounted_files(docs, "rel-hermes-gateway") == {
+        "/etc/hermes/secrets/chart": {"REDIS_URL": url}}
     gateway = by_kind(docs, "Deployment")["rel-hermes-gateway"]
     assert url not in yaml.safe_dump(gateway)
 
@@ -194,31 +172,52 @@ def test_the_hub_runs_on_a_bundled_nats_with_its_agents(helm: Path) -> None:
     docs = render(helm, "-f", str(CHART / "examples" / "hub.yaml"))
     deployments = by_kind(docs, "Deployment")
     nats = by_kind(docs, "StatefulSet")["rel-hermes-gateway-nats"]
-    nats_args = nats["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--jetstream" in nats_args and nats_args[nats_args.index("--store_dir") + 1] == "/data"
+    assert pod_spec(nats)["containers"][0]["args"] == ["--config", "/etc/nats/hermes/nats.conf"]
+    config = mounted_files(docs, "rel-hermes-gateway-nats")["/etc/nats/hermes"]["nats.conf"]
+    assert re.search(r'jetstream \{\s*store_dir: "/data"\s*\}', config)
     assert nats["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
-    nats_image = nats["spec"]["template"]["spec"]["containers"][0]["image"]
+    nats_image = pod_spec(nats)["containers"][0]["image"]
     major, minor = (int(x) for x in re.search(r":(\d+)\.(\d+)", nats_image).groups())  # type: ignore[union-attr]
     assert (major, minor) >= (2, 11), "per-message TTL needs nats-server 2.11"
-    for name in ("rel-hermes-gateway", "rel-hermes-gateway-hub",
-                 "rel-hermes-gateway-agent-validator", "rel-hermes-gateway-agent-summarizer"):
-        env = env_of(deployments[name]["spec"]["template"]["spec"]["containers"][0])
+    from hub.server import MAX_PAYLOAD
+
+    assert f"max_payload: {MAX_PAYLOAD}" in config, "room for a 2 MB context update"
+    users = {"rel-hermes-gateway": "gateway", "rel-hermes-gateway-hub": "hub",
+             "rel-hermes-gateway-agent-validator": "agent-validator",
+             "rel-hermes-gateway-agent-summarizer": "agent-summarizer"}
+    passwords = {k: v for k, v in secret_data(by_kind(docs, "Secret")[
+        "rel-hermes-gateway-nats"]).items() if k.endswith(".password")}
+    for name, user in users.items():
+        env = env_of(pod_spec(deployments[name])["containers"][0])
         assert env["HERMES_HUB"]["value"] == "true", name
-        assert env["NATS_URL"]["value"] == "nats://$(NATS_TOKEN)@rel-hermes-gateway-nats:4222"
-        assert "REDIS_URL" in env, name
-    hub = deployments["rel-hermes-gateway-hub"]["spec"]["template"]["spec"]["containers"][0]
+        assert "NATS_URL" not in env and "NATS_TOKEN" not in env, name
+        # Each workload connects as its own user, its password in its own Secret's file.
+        chart_files = mounted_files(docs, name, {"summarizer-model-key": {}})[
+            "/etc/hermes/secrets/chart"]
+        password = passwords[f"{user}.password"]
+        assert chart_files["NATS_URL"] == \
+            f"nats://{user}:{password}@rel-hermes-gateway-nats:4222", name
+        assert f'{{user: "{user}", password: "{password}"}}' in config
+        # Only the gateway uses the store (the hub too, with HUB_RAG).
+        assert ("REDIS_URL" in chart_files) == (user == "gateway"), name
+    assert len(set(passwords.values())) == len(passwords) == len(users)
+    hub = pod_spec(deployments["rel-hermes-gateway-hub"])["containers"][0]
     assert hub["args"] == ["hub", "run"]
     validator = deployments["rel-hermes-gateway-agent-validator"]
     assert validator["spec"]["replicas"] == 2
-    assert validator["spec"]["template"]["spec"]["containers"][0]["args"] == [
+    assert pod_spec(validator)["containers"][0]["args"] == [
         "agent", "--id", "validator", "--capabilities", "validate_claim", "--instructions",
         "You check insurance claims against the policy and say what is missing."]
-    summarizer = deployments["rel-hermes-gateway-agent-summarizer"]["spec"]["template"][
-        "spec"]["containers"][0]
+    summarizer = pod_spec(deployments["rel-hermes-gateway-agent-summarizer"])["containers"][0]
     assert summarizer["args"] == ["agent", "--id", "summarizer", "--capabilities", "summary",
                                   "--tools", "tools.recall", "--model", "gpt-4o"]
-    assert summarizer["envFrom"] == [{"secretRef": {"name": "rel-hermes-gateway"}},
-                                     {"secretRef": {"name": "summarizer-model-key"}}]
+    # The summarizer's own Secret holds its model's key; the validator gets the gateway's
+    # model key, and nothing else of the gateway's Secret.
+    own = {"summarizer-model-key": {"LLM_API_KEY": "sk-summarizer"}}
+    assert mounted_files(docs, "rel-hermes-gateway-agent-summarizer", own)[
+        "/etc/hermes/secrets/settings"] == {"LLM_API_KEY": "sk-summarizer"}
+    assert mounted_files(docs, "rel-hermes-gateway-agent-validator")[
+        "/etc/hermes/secrets/settings"] == {"LLM_API_KEY": "replace-me"}
 
 
 def test_every_deployment_is_scheduled_by_the_same_values(helm: Path, tmp_path: Path) -> None:
@@ -240,10 +239,18 @@ def test_every_deployment_is_scheduled_by_the_same_values(helm: Path, tmp_path: 
 def test_an_external_nats(helm: Path) -> None:
     docs = render(helm, "-f", str(CHART / "examples" / "external-nats.yaml"))
     assert "rel-hermes-gateway-nats" not in by_kind(docs, "StatefulSet")
+    assert "rel-hermes-gateway-nats" not in by_kind(docs, "Secret")
     gateway = by_kind(docs, "Deployment")["rel-hermes-gateway"]
-    env = env_of(gateway["spec"]["template"]["spec"]["containers"][0])
-    assert env["NATS_URL"]["value"].startswith("tls://nats-0.nats.internal:4222,")
-    assert "NATS_TOKEN" not in env
+    env = env_of(pod_spec(gateway)["containers"][0])
+    assert "NATS_URL" not in env and "NATS_TOKEN" not in env
+    yours = {"hermes-nats-gateway": {"nats.creds": "-----BEGIN NATS USER JWT-----..."}}
+    files = mounted_files(docs, "rel-hermes-gateway", yours)["/etc/hermes/secrets/chart"]
+    assert files["NATS_URL"].startswith("tls://nats-0.nats.internal:4222,")
+    # Its own .creds file, named by NATS_CREDS_FILE.
+    assert env["NATS_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/nats.creds"
+    assert files["nats.creds"] == yours["hermes-nats-gateway"]["nats.creds"]
+    hub = env_of(pod_spec(by_kind(docs, "Deployment")["rel-hermes-gateway-hub"])["containers"][0])
+    assert "NATS_CREDS_FILE" not in hub  # none given for the hub: NATS_URL alone
 
 
 @pytest.mark.parametrize(("values", "says"), [
@@ -272,6 +279,32 @@ def test_an_external_nats(helm: Path) -> None:
     ([*IMAGE, "--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=5",
       "--set", "autoscaling.maxReplicas=3"], "minReplicas is above"),
     ([*IMAGE, "--set", "metrics.serviceMonitor.enabled=true"], "needs a bearer token"),
+    # Secrets are never plain environment values (those are in the pod spec for anyone
+    # who can read it), and what the chart mounts is the chart's to set.
+    ([*IMAGE, "--set", "env.LLM_API_KEY=sk-x"], "env.LLM_API_KEY looks like a secret"),
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.env.SLACK_BOT_TOKEN=x"],
+     "hub.env.SLACK_BOT_TOKEN looks like a secret"),
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.agents[0].id=a", "--set",
+      "hub.agents[0].capabilities={x}", "--set", "hub.agents[0].env.OPENAI_API_KEY=x"],
+     "hub.agents[0].env.OPENAI_API_KEY looks like a secret"),
+    ([*IMAGE, "--set", "env.HERMES_SECRETS_DIR=/x"], "env.HERMES_SECRETS_DIR is set by the chart"),
+    ([*IMAGE, "--set", "secrets.NATS_CREDS_FILE=/x"], "secrets.NATS_CREDS_FILE is set by"),
+    # Hub pods get the model's keys of the gateway's Secret, never its channel secrets.
+    ([*IMAGE, "--set", "hub.sharedSecretKeys={LLM_API_KEY,SLACK_BOT_TOKEN}"],
+     "hub.sharedSecretKeys: SLACK_BOT_TOKEN is the gateway's alone"),
+    ([*IMAGE, "--set", "hub.sharedSecretKeys={HERMES_API_KEYS}"],
+     "hub.sharedSecretKeys: HERMES_API_KEYS is the gateway's alone"),
+    ([*IMAGE, "--set", "secretEnv={SLACK_BOT_TOKEN}"], "but there is none"),
+    # .creds files are for a NATS of yours; the bundled one makes its own users.
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", "externalNats.credsSecrets.hub=c"],
+     "externalNats.credsSecrets.hub: .creds files are for a NATS of yours"),
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.agents[0].id=a", "--set",
+      "hub.agents[0].capabilities={x}", "--set", "hub.agents[0].natsCredsSecret=c"],
+     "hub.agents[0].natsCredsSecret: .creds files are for a NATS of yours"),
+    ([*IMAGE, "--set", "podSecurityContext.fsGroup=null"], "podSecurityContext.fsGroup is not set"),
+    # "false" as a string would be true in a template: the internet left open.
+    ([*IMAGE, "--set-string", "networkPolicy.egress.internet=false"],
+     "networkPolicy.egress.internet is true or false"),
 ])
 def test_unsafe_values_fail_at_render_time_saying_what_to_set(
         helm: Path, values: list[str], says: str) -> None:

@@ -51,13 +51,17 @@ def test_helm_chart_values_name_real_settings() -> None:
     fields = {name.upper() for name in GatewaySettings.model_fields}
     assert set(values["env"]) <= fields
     documented = set(re.findall(r"\b([A-Z][A-Z0-9_]{3,})\b", (chart / "values.yaml").read_text()))
-    assert documented - {"README", "NATS"} <= fields | {"HTTP"}, documented - fields
-    # What the chart sets on every pod is a real setting (or the chart's own password
-    # variables that those settings are made from).
+    # HERMES_SECRETS_DIR: read from the environment only (it says where the others are).
+    from agent_core._secretfiles import ENV as SECRETS_DIR
+
+    assert documented - {"README", "NATS"} <= fields | {"HTTP", SECRETS_DIR}, documented - fields
+    # What the chart sets on every pod is a real setting; the store's and the bus's URLs
+    # come from files (HERMES_SECRETS_DIR), never the environment.
     helpers = (chart / "templates" / "_helpers.tpl").read_text()
     set_by_chart = set(re.findall(r"- name: ([A-Z][A-Z0-9_]+)", helpers))
-    assert {"REDIS_URL", "NATS_URL", "HERMES_HUB", "HERMES_DATA_DIR"} <= set_by_chart
-    assert set_by_chart - {"VALKEY_PASSWORD", "NATS_TOKEN"} <= fields, set_by_chart - fields
+    assert {SECRETS_DIR, "NATS_CREDS_FILE", "HERMES_HUB", "HERMES_DATA_DIR"} <= set_by_chart
+    assert not {"REDIS_URL", "NATS_URL"} & set_by_chart
+    assert set_by_chart - {SECRETS_DIR} <= fields, set_by_chart - fields
     deployment = (chart / "templates" / "deployment.yaml").read_text()
     for probe in ("/readyz", "/healthz"):
         assert probe in deployment

@@ -93,3 +93,74 @@ def test_missing_model_message_names_the_settings_and_the_demo(
         assert name in text
     monkeypatch.setenv("HERMES_INVOKED_AS", "python3 dev.py")
     assert "`python3 dev.py demo`" in missing_model_message()
+
+
+def _mounted_secret(parent: Path, name: str, files: dict[str, str]) -> Path:
+    """A directory laid out as the kubelet mounts a Secret: the files in a timestamped
+    folder, ``..data`` linking to it and each name linking through ``..data``."""
+    mount = parent / name
+    real = mount / "..2024_05_01_12_00_00.000000001"
+    real.mkdir(parents=True)
+    for key, value in files.items():
+        (real / key).write_text(value + "\n")
+    (mount / "..data").symlink_to(real.name)
+    for key in files:
+        (mount / key).symlink_to(f"..data/{key}")
+    return mount
+
+
+def test_secret_settings_are_read_from_mounted_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HERMES_SECRETS_DIR: the chart mounts each workload's Secrets as files instead of
+    putting them in the environment; later directories win, the environment wins over all."""
+    from gateway.settings import GatewaySettings
+
+    settings_dir = _mounted_secret(tmp_path, "settings", {
+        "LLM_API_KEY": "sk-from-the-settings-file", "SLACK_BOT_TOKEN": "xoxb-from-a-file",
+        "HERMES_WEBHOOK_SECRETS": '{"crm": "whsec-from-a-file"}',
+        "REDIS_URL": "redis://:overridden@elsewhere:6379/0"})
+    chart_dir = _mounted_secret(tmp_path, "chart", {
+        "REDIS_URL": "redis://:store-pw@rel-hermes-gateway-valkey:6379/0",
+        "NATS_URL": "nats://gateway:bus-pw@rel-hermes-gateway-nats:4222"})
+    monkeypatch.setenv("HERMES_SECRETS_DIR", f"{settings_dir}:{chart_dir}")
+    s = load_settings(GatewaySettings)
+    assert s.llm_api_key is not None
+    assert s.llm_api_key.get_secret_value() == "sk-from-the-settings-file"
+    assert s.slack_bot_token is not None
+    assert s.slack_bot_token.get_secret_value() == "xoxb-from-a-file"
+    assert s.hermes_webhook_secrets["crm"].get_secret_value() == "whsec-from-a-file"
+    assert s.redis_url is not None  # the later directory (the chart's) wins
+    assert s.redis_url.get_secret_value() == "redis://:store-pw@rel-hermes-gateway-valkey:6379/0"
+    assert [u.get_secret_value() for u in s.nats_url] == [
+        "nats://gateway:bus-pw@rel-hermes-gateway-nats:4222"]
+    assert "bus-pw" not in repr(s) and "sk-from" not in str(s.model_dump())
+    assert any("store-pw" in v for v in s.secret_values())  # redacted from logs
+    monkeypatch.setenv("LLM_API_KEY", "sk-from-the-environment")
+    key = load_settings(GatewaySettings).llm_api_key
+    assert key is not None and key.get_secret_value() == "sk-from-the-environment"
+
+
+def test_a_model_key_named_by_api_key_env_is_read_from_a_mounted_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mounted = _mounted_secret(tmp_path, "settings", {"BACKUP_KEY": "sk-backup-from-a-file",
+                                                     "MY_KEY": "anthropic-from-a-file"})
+    monkeypatch.setenv("HERMES_SECRETS_DIR", str(mounted))
+    monkeypatch.setenv("LLM_FALLBACKS", '[{"provider": "openai", "model_name": "b", '
+                                        '"api_key_env": "BACKUP_KEY"}]')
+    config = tmp_path / "hermes.yaml"
+    config.write_text("model:\n  provider: anthropic\n  model_name: c\n  api_key_env: MY_KEY\n")
+    monkeypatch.setenv("HERMES_CONFIG", str(config))
+    s = load_settings()
+    assert s.llm_api_key is not None
+    assert s.llm_api_key.get_secret_value() == "anthropic-from-a-file"
+    key = s.llm_fallbacks[0].resolved_key()
+    assert key is not None and key.get_secret_value() == "sk-backup-from-a-file"
+    assert "sk-backup-from-a-file" in s.secret_values()
+
+
+def test_a_secrets_dir_that_is_not_there_is_a_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERMES_SECRETS_DIR", str(tmp_path / "not-mounted"))
+    with pytest.raises(ConfigError,
+                       match=r"HERMES_SECRETS_DIR: .*not-mounted.* is not a directory"):
+        load_settings()

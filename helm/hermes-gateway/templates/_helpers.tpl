@@ -26,52 +26,109 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* A generated password that upgrades keep: (list $ "<secret name>" "<key>"). */}}
-{{- define "hermes.generatedPassword" -}}
+{{/* A generated secret (32 letters and digits) that upgrades keep, read back from the
+     Secret that holds it: (list $ "<secret name>" "<key>"), in plain text. Call it once
+     per value and render: templates/secret.yaml renders every Secret that holds one. */}}
+{{- define "hermes.kept" -}}
 {{- $root := index . 0 -}}
 {{- $existing := lookup "v1" "Secret" $root.Release.Namespace (index . 1) -}}
 {{- $data := dict -}}
 {{- if $existing -}}{{- $data = $existing.data | default dict -}}{{- end -}}
-{{- index $data (index . 2) | default (randAlphaNum 32 | b64enc) -}}
+{{- $kept := index $data (index . 2) | default "" -}}
+{{- if $kept -}}{{ b64dec $kept }}{{- else -}}{{ randAlphaNum 32 }}{{- end -}}
 {{- end -}}
 
-{{/* The environment every hermes-gateway process gets: data dir, store, bus, settings;
-     (list $ <more settings>), the second over .Values.env. */}}
+{{/* "true" when a setting's value turns a boolean setting on, as the settings read it. */}}
+{{- define "hermes.on" -}}
+{{- if has (lower (toString .)) (list "1" "true" "yes" "on" "t" "y") -}}true{{- end -}}
+{{- end -}}
+
+{{/* The chart's hermes-gateway workloads and what each one needs, as JSON {"items": [...]}:
+     name (its Deployment), component, user (its NATS user), store (reaches the store),
+     model (gets the model's keys of the gateway's Secret: hub.sharedSecretKeys),
+     settingsSecret (a Secret mounted whole: the gateway's own, an agent's existingSecret),
+     natsCreds (a Secret of yours holding its nats.creds), internet (egress outside the
+     cluster), env (its own settings), chartCreds (the chart renders <name>-creds for it),
+     chartDir / settingsDir (the directories of HERMES_SECRETS_DIR it mounts). */}}
+{{- define "hermes.workloads" -}}
+{{- include "hermes.validate" . -}}
+{{- $v := .Values -}}
+{{- $full := include "hermes.fullname" . -}}
+{{- $store := not (empty (or $v.valkey.enabled $v.externalRedis.url $v.externalRedis.existingSecret)) -}}
+{{- $own := ternary (include "hermes.secretName" .) "" (not (empty (or $v.existingSecret $v.secrets))) -}}
+{{- $creds := $v.externalNats.credsSecrets | default dict -}}
+{{- $internet := $v.networkPolicy.egress.internet -}}
+{{- $items := list (dict "name" $full "component" "gateway" "user" "gateway" "store" $store
+      "model" false "settingsSecret" $own "natsCreds" ($creds.gateway | default "")
+      "internet" $internet "env" dict) -}}
+{{- if $v.hub.enabled -}}
+{{- $env := merge (deepCopy ($v.hub.env | default dict)) $v.env -}}
+{{- $rag := not (empty (or (include "hermes.on" (get $env "HUB_RAG"))
+      (not (has (trim (toString (get $env "HUB_KNOWLEDGE_BASES"))) (list "" "{}"))))) -}}
+{{- $tools := not (has (trim (toString (get $env "HUB_TOOLS"))) (list "" "[]")) -}}
+{{- $items = append $items (dict "name" (printf "%s-hub" $full) "component" "hub" "user" "hub"
+      "store" (and $store $rag) "model" $rag "settingsSecret" ""
+      "natsCreds" ($creds.hub | default "") "internet" (and $internet (or $rag $tools))
+      "env" ($v.hub.env | default dict)) -}}
+{{- range $agent := $v.hub.agents -}}
+{{- $items = append $items (dict "name" (printf "%s-agent-%s" $full $agent.id)
+      "component" (printf "agent-%s" $agent.id) "user" (printf "agent-%s" $agent.id)
+      "store" false "model" (empty $agent.existingSecret)
+      "settingsSecret" ($agent.existingSecret | default "")
+      "natsCreds" ($agent.natsCredsSecret | default "") "internet" $internet
+      "env" ($agent.env | default dict)) -}}
+{{- end -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $w := $items -}}
+{{- $chartCreds := or (and $w.store (or $v.valkey.enabled $v.externalRedis.url)) $v.hub.enabled -}}
+{{- $model := and $w.model $own (not (empty $v.hub.sharedSecretKeys)) -}}
+{{- $out = append $out (merge (dict "chartCreds" (not (empty $chartCreds))
+      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds)))
+      "settingsDir" (not (empty (or $w.settingsSecret $model))) "model" (not (empty $model))) $w) -}}
+{{- end -}}
+{{- toJson (dict "items" $out) -}}
+{{- end -}}
+
+{{/* One workload of hermes.workloads by its component. */}}
+{{- define "hermes.workload" -}}
+{{- $component := index . 1 -}}
+{{- range $w := (include "hermes.workloads" (index . 0) | fromJson).items -}}
+{{- if eq $w.component $component -}}{{ toJson $w }}{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The environment of a workload's container: data dir, where its secret files are, the
+     hub switch and its settings; (list $ <workload>). Secrets are never values here. */}}
 {{- define "hermes.env" -}}
 {{- $root := index . 0 -}}
-{{- $settings := merge (deepCopy (index . 1)) $root.Values.env -}}
-{{- with $root -}}
+{{- $w := index . 1 -}}
+{{- $settings := merge (deepCopy $w.env) $root.Values.env -}}
+{{- $dirs := list -}}
+{{- if $w.settingsDir }}{{ $dirs = append $dirs "/etc/hermes/secrets/settings" }}{{ end -}}
+{{- if $w.chartDir }}{{ $dirs = append $dirs "/etc/hermes/secrets/chart" }}{{ end -}}
 - name: HERMES_DATA_DIR
   value: /data
-{{- if .Values.valkey.enabled }}
-- name: VALKEY_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "hermes.fullname" . }}-valkey
-      key: password
-- name: REDIS_URL
-  value: "redis://:$(VALKEY_PASSWORD)@{{ include "hermes.fullname" . }}-valkey:6379/0"
-{{- else if or .Values.externalRedis.url .Values.externalRedis.existingSecret }}
-- name: REDIS_URL
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.externalRedis.existingSecret | default (printf "%s-redis" (include "hermes.fullname" .)) }}
-      key: {{ if .Values.externalRedis.existingSecret }}{{ .Values.externalRedis.existingSecretKey }}{{ else }}REDIS_URL{{ end }}
+{{- with $dirs }}
+# Secret settings as files, one per setting (the chart's directory last: it wins).
+- name: HERMES_SECRETS_DIR
+  value: {{ join ":" . | quote }}
 {{- end }}
-{{- if .Values.hub.enabled }}
+{{- if $w.natsCreds }}
+- name: NATS_CREDS_FILE
+  value: /etc/hermes/secrets/chart/nats.creds
+{{- end }}
+{{- if $root.Values.hub.enabled }}
 - name: HERMES_HUB
   value: "true"
-{{- if .Values.nats.enabled }}
-- name: NATS_TOKEN
+{{- end }}
+{{- if eq $w.component "gateway" }}
+{{- range $key := $root.Values.secretEnv }}
+- name: {{ $key }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "hermes.fullname" . }}-nats
-      key: token
-- name: NATS_URL
-  value: "nats://$(NATS_TOKEN)@{{ include "hermes.fullname" . }}-nats:4222"
-{{- else }}
-- name: NATS_URL
-  value: {{ .Values.externalNats.url | quote }}
+      name: {{ $w.settingsSecret }}
+      key: {{ $key }}
 {{- end }}
 {{- end }}
 {{- range $key, $value := $settings }}
@@ -79,13 +136,86 @@ app.kubernetes.io/component: {{ index . 1 }}
   value: {{ $value | quote }}
 {{- end }}
 {{- end -}}
+
+{{/* A workload's secret files: (list $ <workload>); volumes and their mounts. */}}
+{{- define "hermes.secretVolumes" -}}
+{{- $root := index . 0 -}}
+{{- $w := index . 1 -}}
+{{- $v := $root.Values -}}
+{{- if $w.settingsDir }}
+- name: settings
+  projected:
+    defaultMode: 288  # 0440: the pod's group (fsGroup) reads, nobody writes
+    sources:
+      {{- if $w.settingsSecret }}
+      - secret:
+          name: {{ $w.settingsSecret }}
+      {{- else }}
+      # Only the model's keys of the gateway's Secret, never its channel tokens.
+      - secret:
+          name: {{ include "hermes.secretName" $root }}
+          optional: true
+          items:
+            {{- range $key := $v.hub.sharedSecretKeys }}
+            - key: {{ $key }}
+              path: {{ $key }}
+            {{- end }}
+      {{- end }}
+{{- end }}
+{{- if $w.chartDir }}
+- name: chart-secrets
+  projected:
+    defaultMode: 288
+    sources:
+      {{- if $w.chartCreds }}
+      - secret:
+          name: {{ $w.name }}-creds
+      {{- end }}
+      {{- if and $w.store $v.externalRedis.existingSecret }}
+      - secret:
+          name: {{ $v.externalRedis.existingSecret }}
+          items:
+            - key: {{ $v.externalRedis.existingSecretKey }}
+              path: REDIS_URL
+      {{- end }}
+      {{- if $w.natsCreds }}
+      - secret:
+          name: {{ $w.natsCreds }}
+          items:
+            - key: nats.creds
+              path: nats.creds
+      {{- end }}
+{{- end }}
 {{- end -}}
 
-{{- define "hermes.envFrom" -}}
-{{- if or .Values.existingSecret .Values.secrets }}
-- secretRef:
-    name: {{ include "hermes.secretName" . }}
+{{- define "hermes.secretMounts" -}}
+{{- $w := . -}}
+{{- if $w.settingsDir }}
+- name: settings
+  mountPath: /etc/hermes/secrets/settings
+  readOnly: true
 {{- end }}
+{{- if $w.chartDir }}
+- name: chart-secrets
+  mountPath: /etc/hermes/secrets/chart
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The service account every pod of the chart runs as. */}}
+{{- define "hermes.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "hermes.fullname" .) }}
+{{- else -}}
+{{ .Values.serviceAccount.name | default "default" }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod spec lines every pod of the chart has: no Kubernetes API token in any pod (nothing
+     in the chart talks to the API server). */}}
+{{- define "hermes.podIdentity" -}}
+serviceAccountName: {{ include "hermes.serviceAccountName" . }}
+automountServiceAccountToken: false
 {{- end -}}
 
 {{- define "hermes.containerSecurity" -}}
@@ -104,6 +234,50 @@ capabilities:
 {{- range $name := list "REDIS_URL" "NATS_URL" -}}
 {{- if or (hasKey $v.secrets $name) (hasKey $v.env $name) -}}
 {{- fail (printf "%s is set by the chart: use %s instead of secrets/env" $name (ternary "externalRedis.url (with valkey.enabled=false)" "externalNats.url (with nats.enabled=false)" (eq $name "REDIS_URL"))) -}}
+{{- end -}}
+{{- end -}}
+{{/* Settings in plain environment values: never a secret, never what the chart sets. */}}
+{{- $envs := list (list "env" $v.env) (list "hub.env" ($v.hub.env | default dict)) -}}
+{{- range $i, $agent := $v.hub.agents -}}
+{{- $envs = append $envs (list (printf "hub.agents[%d].env" $i) ($agent.env | default dict)) -}}
+{{- end -}}
+{{- range $each := $envs -}}
+{{- range $name, $_ := index $each 1 -}}
+{{- if has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB") -}}
+{{- fail (printf "%s.%s is set by the chart (the store, the bus and secret files come from valkey/externalRedis, nats/externalNats and the Secrets)" (index $each 0) $name) -}}
+{{- end -}}
+{{- if regexMatch "(_KEY|_KEYS|_TOKEN|_SECRET|_SECRETS|_PASSWORD)$" (upper $name) -}}
+{{- fail (printf "%s.%s looks like a secret: environment values are in the pod spec for anyone who reads it; put it in secrets or existingSecret (an agent's: hub.agents[].existingSecret)" (index $each 0) $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $name := list "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" -}}
+{{- if hasKey $v.secrets $name -}}
+{{- fail (printf "secrets.%s is set by the chart: it mounts each workload's secret files itself" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := $v.hub.sharedSecretKeys -}}
+{{- if or (hasPrefix "SLACK_" $key) (hasPrefix "TELEGRAM_" $key) (has $key (list "HERMES_API_KEYS" "HERMES_WEBHOOK_SECRETS" "REDIS_URL" "NATS_URL")) -}}
+{{- fail (printf "hub.sharedSecretKeys: %s is the gateway's alone (channel tokens, API keys, webhook secrets, the store and the bus never go to hub pods); list only the model's keys" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.secretEnv (not (or $v.existingSecret $v.secrets)) -}}
+{{- fail "secretEnv names keys of the gateway's Secret, but there is none: set existingSecret or secrets" -}}
+{{- end -}}
+{{- if and $v.nats.enabled $v.hub.enabled -}}
+{{- $named := list -}}
+{{- range $k, $s := ($v.externalNats.credsSecrets | default dict) -}}{{- if $s -}}{{- $named = append $named (printf "externalNats.credsSecrets.%s" $k) -}}{{- end -}}{{- end -}}
+{{- range $i, $agent := $v.hub.agents -}}{{- if $agent.natsCredsSecret -}}{{- $named = append $named (printf "hub.agents[%d].natsCredsSecret" $i) -}}{{- end -}}{{- end -}}
+{{- with $named -}}
+{{- fail (printf "%s: .creds files are for a NATS of yours (externalNats, nats.enabled=false); the bundled NATS gives each workload its own user and password itself" (join ", " .)) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $v.podSecurityContext.fsGroup -}}
+{{- fail "podSecurityContext.fsGroup is not set: the pods' secret files are readable by that group only (mode 0440)" -}}
+{{- end -}}
+{{- with $v.networkPolicy -}}
+{{- if and .enabled (not (kindIs "bool" .egress.internet)) -}}
+{{- fail "networkPolicy.egress.internet is true or false" -}}
 {{- end -}}
 {{- end -}}
 {{- $external := or $v.externalRedis.url $v.externalRedis.existingSecret -}}

@@ -1,0 +1,330 @@
+"""What each pod of an install can read and reach (issue 38, item 10). The attacker here
+holds one pod: a hub agent whose model obeyed injected text and runs what it is told, or
+any other workload of the cluster. From the rendered manifests, everything that pod's
+processes can read (environment, arguments, mounted secret files) and every connection
+the NetworkPolicies let it make is worked out, and must give it nothing beyond its job."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .chart import (
+    IMAGE,
+    VARIANTS,
+    by_kind,
+    env_of,
+    mounted_files,
+    pod_labels,
+    pod_spec,
+    readable,
+    render,
+    secret_data,
+)
+from .conftest import CHART
+
+HUB = ["-f", str(CHART / "examples" / "hub.yaml")]
+#: The gateway's secret settings: what only the gateway may hold.
+GATEWAY_ONLY = {
+    "SLACK_BOT_TOKEN": "xoxb-gateway-only-1", "SLACK_SIGNING_SECRET": "slack-signing-only-2",
+    "SLACK_APP_TOKEN": "xapp-gateway-only-3", "TELEGRAM_BOT_TOKEN": "123:telegram-only-4",
+    "TELEGRAM_WEBHOOK_SECRET": "tg-webhook-only-5", "HERMES_API_KEYS": '["api-key-only-6"]',
+    "HERMES_WEBHOOK_SECRETS": '{"crm": "webhook-only-7"}'}
+MODEL_KEY = "sk-the-model-key-8"
+#: The same, from a Secret of yours (existingSecret).
+YOURS = {"hermes-settings": {**GATEWAY_ONLY, "LLM_API_KEY": MODEL_KEY},
+         "summarizer-model-key": {"LLM_API_KEY": "sk-summarizer-9"}}
+RAG = ["--set-string", "hub.env.HUB_RAG=true"]
+
+
+@pytest.fixture(scope="module")
+def secrets(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Values giving the gateway's secret settings in `secrets:` (the chart's Secret)."""
+    path = tmp_path_factory.mktemp("values") / "secrets.yaml"
+    path.write_text(yaml.safe_dump({"secrets": {**GATEWAY_ONLY, "LLM_API_KEY": MODEL_KEY}}))
+    return ["-f", str(path)]
+
+
+def _leaks(found: dict[str, str], secrets: dict[str, str]) -> list[str]:
+    """Which of ``secrets`` (by name) the readable ``found`` holds, and where."""
+    return [f"{where} holds {name}" for where, value in found.items()
+            for name, secret in secrets.items() if secret in value]
+
+
+def _holds(found: dict[str, str], secret: str) -> bool:
+    return any(secret in value for value in found.values())
+
+
+@pytest.mark.parametrize("rag", [False, True], ids=["no-rag", "rag"])
+@pytest.mark.parametrize("existing", [False, True], ids=["secrets", "existing-secret"])
+def test_a_hub_or_agent_pod_reads_no_secret_of_the_gateway(
+        helm: Path, secrets: list[str], existing: bool, rag: bool) -> None:
+    """Every hub and agent pod once had every gateway secret (envFrom) plus the store's
+    password and the bus token: now one holds its own NATS user, the model's key if it
+    calls the model, and the store's URL only if it reads the store."""
+    docs = render(helm, *HUB, *(["--set", "existingSecret=hermes-settings"] if existing
+                                else secrets), *(RAG if rag else []))
+    hub_pods = ("rel-hermes-gateway-hub", "rel-hermes-gateway-agent-validator",
+                "rel-hermes-gateway-agent-summarizer")
+    # No channel token, API key or webhook secret of the gateway's, anywhere in them.
+    for name in hub_pods:
+        assert _leaks(readable(docs, name, YOURS), GATEWAY_ONLY) == [], name
+    valkey = secret_data(by_kind(docs, "Secret")["rel-hermes-gateway-valkey"])["password"]
+    nats = {k.removesuffix(".password"): v for k, v in secret_data(
+        by_kind(docs, "Secret")["rel-hermes-gateway-nats"]).items() if k.endswith(".password")}
+    gateway = readable(docs, "rel-hermes-gateway", YOURS)
+    # The gateway holds all it needs (so the checks below look in the right places).
+    for secret in (*GATEWAY_ONLY.values(), MODEL_KEY, valkey, nats["gateway"]):
+        assert _holds(gateway, secret)
+    for name in hub_pods:
+        found = readable(docs, name, YOURS)
+        user = name.removeprefix("rel-hermes-gateway-")
+        others = {f"the NATS password of {u}": p for u, p in nats.items() if u != user}
+        assert _leaks(found, others) == [], name
+        assert _holds(found, nats[user]), f"{name}: its own NATS user"
+        assert _holds(found, valkey) == (rag and user == "hub"), f"{name}: the store"
+        if user == "agent-summarizer":  # its own model key (its existingSecret) only
+            assert _holds(found, "sk-summarizer-9") and not _holds(found, MODEL_KEY)
+        else:  # the gateway's model key, when it calls the model
+            assert _holds(found, MODEL_KEY) == (user != "hub" or rag), f"{name}: the model"
+        # Nothing secret in the environment or the arguments: files only.
+        container = pod_spec(by_kind(docs, "Deployment")[name])["containers"][0]
+        assert "envFrom" not in container, name
+        assert all("valueFrom" not in e for e in container["env"]), name
+
+
+def test_no_model_keys_shared_means_no_key_of_the_gateways_secret(
+        helm: Path, secrets: list[str]) -> None:
+    """An empty hub.sharedSecretKeys must not project the whole Secret (a projected
+    Secret with no items is all of its keys)."""
+    docs = render(helm, *HUB, *secrets, "--set", "hub.sharedSecretKeys=null")
+    found = readable(docs, "rel-hermes-gateway-agent-validator")
+    assert _leaks(found, {**GATEWAY_ONLY, "model": MODEL_KEY}) == []
+    assert "/etc/hermes/secrets/settings" not in mounted_files(
+        docs, "rel-hermes-gateway-agent-validator")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_pod_mounts_a_service_account_token(helm: Path, variant: str) -> None:
+    docs = render(helm, *VARIANTS[variant])
+    accounts = by_kind(docs, "ServiceAccount")
+    assert list(accounts) == ["rel-hermes-gateway"]
+    assert accounts["rel-hermes-gateway"]["automountServiceAccountToken"] is False
+    pods = by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")
+    assert pods
+    for name, doc in pods.items():
+        spec = pod_spec(doc)
+        assert spec["automountServiceAccountToken"] is False, name
+        assert spec["serviceAccountName"] == "rel-hermes-gateway", name
+    docs = render(helm, *VARIANTS[variant], "--set", "serviceAccount.create=false")
+    assert not by_kind(docs, "ServiceAccount")
+    for name, doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).items():
+        assert pod_spec(doc)["automountServiceAccountToken"] is False, name
+        assert pod_spec(doc)["serviceAccountName"] == "default", name
+
+
+def _expand(arg: str, env: dict[str, str]) -> str:
+    """An argument as the kubelet passes it: $(VAR) replaced by the variable's value."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), arg)
+
+
+def test_no_credential_is_an_argument_or_an_environment_value(
+        helm: Path, secrets: list[str]) -> None:
+    """The bus token was on nats-server's command line (`--auth $(NATS_TOKEN)`, expanded by
+    the kubelet) and the store's password on Valkey's (`--requirepass`): in every process
+    listing, and with the settings in every process's environment (/proc/<pid>/environ)."""
+    docs = render(helm, *HUB, *secrets)
+    generated = {f"{k} of {name}": v for name, doc in by_kind(docs, "Secret").items()
+                 if name in ("rel-hermes-gateway-valkey", "rel-hermes-gateway-nats")
+                 for k, v in secret_data(doc).items() if k in ("password", "token")
+                 or k.endswith(".password")}
+    assert generated
+    secrets_ = {**generated, **GATEWAY_ONLY, "model": MODEL_KEY}
+    leaks = []
+    for name, doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).items():
+        found = readable(docs, name, YOURS)  # the environment with its references resolved
+        for container in pod_spec(doc)["containers"]:
+            env = {e["name"]: found[e["name"]] for e in container.get("env", [])}
+            shown = {f"{name}: argument {a!r}": _expand(a, env)
+                     for a in container.get("args", [])}
+            shown |= {f"{name}: variable {k}": v for k, v in env.items()}
+            leaks += _leaks(shown, secrets_)
+    assert leaks == []
+    nats = pod_spec(by_kind(docs, "StatefulSet")["rel-hermes-gateway-nats"])["containers"][0]
+    assert nats["args"] == ["--config", "/etc/nats/hermes/nats.conf"] and "env" not in nats
+
+
+def test_the_nats_monitoring_port_stays_inside_its_pod(helm: Path) -> None:
+    """Monitoring (/connz lists every client, /varz the configuration) was open to the
+    cluster on 8222: now it listens on the pod's loopback, probed from inside."""
+    docs = render(helm, *HUB)
+    nats = pod_spec(by_kind(docs, "StatefulSet")["rel-hermes-gateway-nats"])["containers"][0]
+    assert [p["containerPort"] for p in nats["ports"]] == [4222]
+    assert [p["port"] for p in by_kind(docs, "Service")["rel-hermes-gateway-nats"]["spec"][
+        "ports"]] == [4222]
+    config = mounted_files(docs, "rel-hermes-gateway-nats")["/etc/nats/hermes"]["nats.conf"]
+    assert 'http: "127.0.0.1:8222"' in config
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = nats[probe]["exec"]["command"]
+        assert command[-1] == "http://127.0.0.1:8222/healthz?js-enabled-only=true"
+    assert not _allowed_in(docs, "nats", _pod(docs, "gateway"), 8222)
+
+
+# --- NetworkPolicy -------------------------------------------------------------------
+
+Peer = dict[str, Any]
+
+
+def _pod(docs: list[dict[str, Any]], component: str) -> Peer:
+    """A pod of this release, by its component ("stranger": another workload's pod)."""
+    if component == "stranger":
+        return {"labels": {"app": "something-else"}}
+    for doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).values():
+        if pod_labels(doc).get("app.kubernetes.io/component") == component:
+            return {"labels": pod_labels(doc)}
+    raise AssertionError(f"no {component} pod")
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In"
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def _peer_matches(peer: dict[str, Any], target: Peer) -> bool:
+    if "ipBlock" in peer:  # cluster pods are reached through selectors, not addresses
+        if "ip" not in target:
+            return False
+        ip = ipaddress.ip_address(target["ip"])
+        block = peer["ipBlock"]
+        return (ip in ipaddress.ip_network(block["cidr"])
+                and not any(ip in ipaddress.ip_network(e) for e in block.get("except", [])))
+    if "labels" not in target:
+        return False
+    return _matches(peer.get("podSelector", {}), target["labels"])
+
+
+def _rule_allows(rule: dict[str, Any], key: str, target: Peer, port: int,
+                 protocol: str) -> bool:
+    ports = rule.get("ports")
+    if ports is not None and not any(p["port"] == port and p.get("protocol", "TCP") ==
+                                     protocol for p in ports):
+        return False
+    peers = rule.get(key)
+    return peers is None or any(_peer_matches(p, target) for p in peers)
+
+
+def _policies(docs: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    return [p for p in by_kind(docs, "NetworkPolicy").values()
+            if _matches(p["spec"]["podSelector"], labels)]
+
+
+def _allowed_in(docs: list[dict[str, Any]], component: str, source: Peer, port: int) -> bool:
+    policies = _policies(docs, _pod(docs, component)["labels"])
+    assert policies, f"no NetworkPolicy selects the {component} pods"
+    return any(_rule_allows(r, "from", source, port, "TCP")
+               for p in policies for r in p["spec"].get("ingress") or [])
+
+
+def _allowed_out(docs: list[dict[str, Any]], component: str, target: Peer, port: int,
+                 protocol: str = "TCP") -> bool:
+    policies = _policies(docs, _pod(docs, component)["labels"])
+    assert policies, f"no NetworkPolicy selects the {component} pods"
+    return any(_rule_allows(r, "to", target, port, protocol)
+               for p in policies for r in p["spec"].get("egress") or [])
+
+
+INTERNET = {"ip": "203.0.113.7"}  # an address outside the cluster (model API, Slack)
+CLUSTER = {"ip": "10.0.4.2"}  # the cluster's private range: another pod, the API server
+METADATA = {"ip": "169.254.169.254"}  # the cloud's instance metadata
+
+
+def test_a_network_policy_is_on_by_default_and_allows_only_each_workloads_job(
+        helm: Path) -> None:
+    docs = render(helm, *HUB)
+    for name, doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).items():
+        chosen = _policies(docs, pod_labels(doc))
+        assert len(chosen) == 1, f"{name}: {[p['metadata']['name'] for p in chosen]}"
+        assert sorted(chosen[0]["spec"]["policyTypes"]) == ["Egress", "Ingress"], name
+    stranger, gateway = _pod(docs, "stranger"), _pod(docs, "gateway")
+    hub, agent = _pod(docs, "hub"), _pod(docs, "agent-validator")
+    # Ingress: the gateway's HTTP port from anywhere; the store and NATS only from the
+    # workloads that use them; the hub and agents from nobody.
+    assert _allowed_in(docs, "gateway", stranger, 8080)
+    assert _allowed_in(docs, "gateway", {"ip": "203.0.113.9"}, 8080)
+    assert not _allowed_in(docs, "gateway", stranger, 9090)
+    assert _allowed_in(docs, "valkey", gateway, 6379)
+    for other in (stranger, agent, hub):
+        assert not _allowed_in(docs, "valkey", other, 6379)
+    for client in (gateway, hub, agent):
+        assert _allowed_in(docs, "nats", client, 4222)
+    assert not _allowed_in(docs, "nats", stranger, 4222)
+    for component in ("hub", "agent-validator"):
+        for port in (8080, 4222, 6379):
+            assert not _allowed_in(docs, component, stranger, port)
+            assert not _allowed_in(docs, component, gateway, port)
+    # Egress: DNS everywhere; the store and NATS where used; outside for the gateway and
+    # agents, never the cluster's private ranges or the cloud's metadata.
+    for component in ("gateway", "hub", "agent-validator"):
+        assert _allowed_out(docs, component, {"ip": "10.96.0.10"}, 53, "UDP"), component
+        assert _allowed_out(docs, component, _pod(docs, "nats"), 4222), component
+        assert not _allowed_out(docs, component, _pod(docs, "nats"), 8222), component
+        assert not _allowed_out(docs, component, CLUSTER, 443), component
+        assert not _allowed_out(docs, component, METADATA, 80), component
+        assert not _allowed_out(docs, component, stranger, 8080), component
+    assert _allowed_out(docs, "gateway", _pod(docs, "valkey"), 6379)
+    assert not _allowed_out(docs, "agent-validator", _pod(docs, "valkey"), 6379)
+    assert not _allowed_out(docs, "hub", _pod(docs, "valkey"), 6379)
+    assert _allowed_out(docs, "gateway", INTERNET, 443)
+    assert _allowed_out(docs, "agent-validator", INTERNET, 443)
+    assert not _allowed_out(docs, "hub", INTERNET, 443)  # no model, no tools: no need
+    for server in ("valkey", "nats"):
+        assert not _allowed_out(docs, server, INTERNET, 443), server
+        assert not _allowed_out(docs, server, stranger, 80), server
+
+
+def test_a_hub_that_calls_a_model_reaches_out_and_the_internet_can_be_closed(
+        helm: Path) -> None:
+    docs = render(helm, *HUB, *RAG)
+    assert _allowed_out(docs, "hub", INTERNET, 443)
+    assert _allowed_out(docs, "hub", _pod(docs, "valkey"), 6379)
+    assert _allowed_in(docs, "valkey", _pod(docs, "hub"), 6379)
+    docs = render(helm, *HUB, "--set-string", "hub.env.HUB_TOOLS=http_fetch")
+    assert _allowed_out(docs, "hub", INTERNET, 443)
+    assert not _allowed_out(docs, "hub", _pod(docs, "valkey"), 6379)
+    closed = render(helm, *HUB, *RAG, "--set", "networkPolicy.egress.internet=false")
+    for component in ("gateway", "hub", "agent-validator"):
+        assert not _allowed_out(closed, component, INTERNET, 443), component
+        assert _allowed_out(closed, component, _pod(closed, "nats"), 4222), component
+
+
+def test_the_network_policy_takes_your_peers_and_extra_rules(helm: Path) -> None:
+    docs = render(helm, "-f", str(CHART / "examples" / "external-redis.yaml"))
+    policy = by_kind(docs, "NetworkPolicy")["rel-hermes-gateway"]
+    assert policy["spec"]["ingress"][0]["from"] == [{"namespaceSelector": {
+        "matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]
+    assert _allowed_out(docs, "gateway", {"ip": "10.20.3.4"}, 6380)  # your Redis
+    assert not _allowed_out(docs, "gateway", {"ip": "10.20.3.4"}, 22)
+    off = render(helm, *IMAGE, "--set", "networkPolicy.enabled=false")
+    assert not by_kind(off, "NetworkPolicy")
+
+
+def test_the_gateway_alone_gets_environment_copies_it_asks_for(
+        helm: Path, secrets: list[str]) -> None:
+    """secretEnv: keys the gateway also needs as variables (software that reads only the
+    environment); never given to hub pods."""
+    docs = render(helm, *HUB, *secrets, "--set", "secretEnv={SLACK_BOT_TOKEN}")
+    env = env_of(pod_spec(by_kind(docs, "Deployment")["rel-hermes-gateway"])["containers"][0])
+    assert env["SLACK_BOT_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "rel-hermes-gateway", "key": "SLACK_BOT_TOKEN"}
+    agent = readable(docs, "rel-hermes-gateway-agent-validator")
+    assert _leaks(agent, GATEWAY_ONLY) == []
