@@ -309,3 +309,18 @@ def test_an_external_nats(helm: Path) -> None:
 def test_unsafe_values_fail_at_render_time_saying_what_to_set(
         helm: Path, values: list[str], says: str) -> None:
     assert says in refusal(helm, *values)
+
+
+def test_the_gateway_answers_to_its_service_and_ingress_names_only(helm: Path) -> None:
+    """The gateway refuses a Host it does not know (DNS rebinding): the chart names the
+    Service's DNS names and the ingress host, unless the values name them themselves."""
+    docs = render(helm, *IMAGE, "--set", "ingress.enabled=true",
+                  "--set", "ingress.host=hermes.example.com")
+    [(_, gateway)] = [(n, c) for n, c in containers(docs) if c["name"] == "gateway"]
+    hosts = env_of(gateway)["HERMES_ALLOWED_HOSTS"]["value"].split(",")
+    assert hosts == ["rel-hermes-gateway", "rel-hermes-gateway.hermes",
+                     "rel-hermes-gateway.hermes.svc",
+                     "rel-hermes-gateway.hermes.svc.cluster.local", "hermes.example.com"]
+    mine = render(helm, *IMAGE, "--set", "env.HERMES_ALLOWED_HOSTS=gw.internal")
+    [(_, gateway)] = [(n, c) for n, c in containers(mine) if c["name"] == "gateway"]
+    assert env_of(gateway)["HERMES_ALLOWED_HOSTS"]["value"] == "gw.internal"

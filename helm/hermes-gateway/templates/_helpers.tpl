@@ -122,6 +122,14 @@ app.kubernetes.io/component: {{ index . 1 }}
 - name: HERMES_HUB
   value: "true"
 {{- end }}
+{{- if and (eq $w.component "gateway") (not (hasKey $settings "HERMES_ALLOWED_HOSTS")) }}
+{{- $svc := include "hermes.fullname" $root }}
+{{- $hosts := list $svc (printf "%s.%s" $svc $root.Release.Namespace) (printf "%s.%s.svc" $svc $root.Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc $root.Release.Namespace) }}
+{{- if $root.Values.ingress.enabled }}{{ $hosts = append $hosts $root.Values.ingress.host }}{{ end }}
+# The names the gateway answers to (any other Host header is refused: DNS rebinding).
+- name: HERMES_ALLOWED_HOSTS
+  value: {{ join "," $hosts | quote }}
+{{- end }}
 {{- if eq $w.component "gateway" }}
 {{- range $key := $root.Values.secretEnv }}
 - name: {{ $key }}
