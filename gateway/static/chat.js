@@ -301,7 +301,8 @@ async function restore() {
 form.addEventListener("submit", (e) => {
   e.preventDefault();
   const t = input.value.trim();
-  if (!t || (send.disabled && !t.startsWith("/"))) return;  // commands go while a task runs
+  if (!t || document.documentElement.dataset.ready !== "true") return;
+  if (send.disabled && !t.startsWith("/")) return;  // commands go while a task runs
   input.value = ""; grow(); ask(t);
 });
 input.addEventListener("keydown", (e) => {
@@ -327,4 +328,10 @@ $("newchat").onclick = () => {
   welcome();
 };
 showConversation();
-connect().then(restore);
+// Ready once the page knows who it speaks as and has shown the conversation so far: a
+// message typed before then would land above the history.
+send.disabled = true;
+connect().then(restore).finally(() => {
+  document.documentElement.dataset.ready = "true";
+  refresh();
+});
