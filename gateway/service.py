@@ -263,12 +263,17 @@ class Gateway:
                 self.metrics.waiting.set(await self._parts.queue.waiting())
         return self.metrics.exposition()
 
-    async def health(self) -> dict[str, Any]:
-        """What /readyz reports."""
+    async def ready(self) -> None:
+        """Return when the gateway takes work (what /readyz says); GatewayStopping, or the
+        store's error, when not."""
         if self.stopping:
             raise GatewayStopping("the gateway is stopping")
+        await self.parts.opened.store.ping()
+
+    async def health(self) -> dict[str, Any]:
+        """What GET /agent/status reports to an admin: :meth:`ready`, and the parts."""
+        await self.ready()
         parts = self.parts
-        await parts.opened.store.ping()
         return {"status": "ready", "store": parts.opened.location,
                 "channels": sorted(parts.channels.by_name), "model": self._model_status(),
                 "hub": "connected" if parts.bus is not None and parts.bus.nc.is_connected
