@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from .datadir import PRIVATE_UMASK, private_dir, secure_data_dir
 from .filelock import FileLock
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class LocalServer(abc.ABC, Generic[I]):
         meanwhile). A spawning server's start lock is held until ``start()`` or ``stop()``."""
         if self._launched:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._private_dirs)
         lock = FileLock(str(self.dir / "start.lock"), timeout=self.start_timeout * 2)
         await asyncio.to_thread(lock.acquire)
         try:
@@ -117,12 +118,18 @@ class LocalServer(abc.ABC, Generic[I]):
             raise
         self._launched = True
 
+    def _private_dirs(self) -> None:
+        """The server's folder (and the data dir it is in) 0700, what is in them private."""
+        secure_data_dir(self.dir.parent)
+        private_dir(self.dir)
+
     def _spawn(self) -> None:
         command, state = self.prepare()
-        # The server outlives a crashed parent on purpose: the next start reuses it.
+        # The server outlives a crashed parent on purpose: the next start reuses it. Its
+        # umask keeps what it writes (the AOF and RDB, the JetStream store, its log) 0600.
         self._process = subprocess.Popen(
             command, cwd=str(self.dir), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+            stderr=subprocess.DEVNULL, start_new_session=True, umask=PRIVATE_UMASK)
         self._state = {"pid": self._process.pid, **state}
         self.info = self.info_from(self._state)  # what stop() asks, should it come to that
         self._deadline = time.monotonic() + self.start_timeout

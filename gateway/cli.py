@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any, NoReturn
 
 from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
+from agent_core.datadir import PRIVATE_UMASK
 from agent_core.ids import new_id
 from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    # Whatever this process and its children (the embedded servers, MCP servers, isolated
+    # tools) create is for the service's user alone: docs/safety.md "The data directory".
+    os.umask(PRIVATE_UMASK)
     skip_httpx_cli()
     parser = _parser()
     args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..datadir import private_dir
 from ..errors import ToolError
 
 _ENCODED = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
@@ -39,9 +40,8 @@ class Sandbox:
     limits: SandboxLimits = SandboxLimits()
 
     def root(self) -> Path:
-        """The directory, created if it does not exist yet."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        return self.workdir
+        """The directory, created (0700, as its missing parents) if it does not exist yet."""
+        return private_dir(self.workdir)
 
     def resolve(self, user_path: str) -> Path:
         """The absolute path of ``user_path`` inside the sandbox, or ToolError."""
@@ -126,7 +126,7 @@ def open_for_write(path: Path, *, append: bool) -> int:
     flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     flags |= os.O_APPEND if append else os.O_TRUNC
     try:
-        return os.open(path, flags, 0o640)
+        return os.open(path, flags, 0o600)
     except OSError as exc:
         if exc.errno in (40, 62):  # ELOOP: the final component is a symlink
             raise ToolError("the path is a symbolic link; refused") from None
