@@ -106,9 +106,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
-    from aiohttp import web
-
     from .app import create_app, is_loopback
+    from .httpserver import ConnectionLimits, serve
     from .metrics import use_multiprocess_dir
     from .processes import Siblings, as_child, check_port_free
 
@@ -146,9 +145,11 @@ def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
         # The others get the same grace for their tasks, and time to close their store.
         Siblings(processes, host, port,
                  stop_timeout=settings.hermes_shutdown_grace + 10).attach(app)
-    web.run_app(app, host=host, port=port, access_log=None, print=None,
-                shutdown_timeout=SHUTDOWN_TIMEOUT, backlog=LISTEN_BACKLOG, reuse_port=shared,
-                loop=new_event_loop(settings.hermes_event_loop))
+    limits = ConnectionLimits(header_timeout=settings.hermes_header_timeout,
+                              max_connections=settings.hermes_max_connections)
+    serve(app, host=host, port=port, limits=limits, shutdown_timeout=SHUTDOWN_TIMEOUT,
+          backlog=LISTEN_BACKLOG, reuse_port=shared,
+          loop=new_event_loop(settings.hermes_event_loop))
     return 0
 
 
