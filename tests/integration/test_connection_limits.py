@@ -110,18 +110,18 @@ async def test_with_every_connection_busy_a_new_one_gets_503_until_one_frees(
     async with serving(tmp_path, model, HERMES_MAX_CONNECTIONS="6") as gateway:
         busy: list[Stream] = []
         try:
-            for _ in range(6):  # a request whose body never comes: its handler waits on it
+            for _ in range(6):  # a webhook whose body never comes: its handler waits on it
                 stream = await asyncio.open_connection("127.0.0.1", gateway.port)
                 stream[1].write(
-                    f"POST /agent/run HTTP/1.1\r\nHost: 127.0.0.1:{gateway.port}\r\n"
+                    f"POST /webhook/crm HTTP/1.1\r\nHost: 127.0.0.1:{gateway.port}\r\n"
                     "Content-Type: application/json\r\nContent-Length: 40\r\n"
                     "Expect: 100-continue\r\n\r\n".encode())
                 assert (await asyncio.wait_for(stream[0].readline(), 10)).startswith(
                     b"HTTP/1.1 100 "), "its handler is reading the body"
                 busy.append(stream)
             extra = await asyncio.open_connection("127.0.0.1", gateway.port)
+            busy.append(extra)  # closed with the others, whatever happens
             refused = await asyncio.wait_for(closed_by_server(extra), 10)
-            await close_all([extra])
             assert refused.startswith(b"HTTP/1.1 503 "), refused
             assert b"too many connections" in refused
             await close_all(busy[:1])
