@@ -57,6 +57,15 @@ _HISTORY = {
                                      "events_url": {"type": "string"}}}},
     },
 }
+_READY = {"type": "object", "required": ["status"], "additionalProperties": False,
+          "properties": {"status": {"enum": ["ready", "stopping", "unavailable"]}}}
+_STATUS = {"type": "object", "required": ["status"], "properties": {
+    "status": {"enum": ["ready", "stopping", "unavailable"]},
+    "reason": {"type": "string"}, "store": {"type": "string"}, "model": {"type": "string"},
+    "channels": {"type": "array", "items": {"type": "string"}},
+    "hub": {"enum": ["connected", "unreachable", "off"]},
+    "mcp_servers": {"type": "object"}, "conversations_waiting": {"type": "integer"},
+    "active_here": {"type": "integer"}}}
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}},
           "required": ["error"]}
 _RUN = {
@@ -329,10 +338,23 @@ def spec() -> dict[str, Any]:
             "/healthz": {"get": {"summary": "Liveness", "security": [],
                                  "responses": {"200": {"description": "alive: status and "
                                                        "the answering process's pid"}}}},
-            "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],
-                                "responses": {"200": {"description": "ready"},
-                                              "503": {"description": "not ready, or "
-                                                      "stopping"}}}},
+            "/readyz": {"get": {
+                "summary": "Readiness (the store answers); public, so only the status",
+                "description": "Answers `{\"status\": \"ready\"}`, or 503 with `stopping` "
+                               "or `unavailable`, and nothing else: the parts behind it "
+                               "are in GET /agent/status, for admins.",
+                "security": [], "responses": {
+                    "200": _json(_READY, "ready"),
+                    "503": _json(_READY, "not ready, or stopping")}}},
+            "/agent/status": {"get": {
+                "summary": "The gateway's parts (admins): what /readyz does not disclose",
+                "description": "The store's location (without credentials), the model, the "
+                               "channels, the hub's connection, each MCP server's state, the "
+                               "conversations waiting and the tasks running in the answering "
+                               "process; 503 with `status` and `reason` when not ready.",
+                "responses": {"200": _json(_STATUS, "ready, and its parts"),
+                              "503": _json(_STATUS, "not ready, or stopping"),
+                              **_errors(401, 403)}}},
             "/agent/whoami": {"get": {
                 "summary": "The principal the caller's key proves, its role and identity",
                 "responses": {"200": _json({"type": "object", "required": ["user", "role"],

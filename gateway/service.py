@@ -20,6 +20,7 @@ from adapters.base import Channel
 from adapters.errors import GatewayStopping
 from agent_core import ConfigError, tracing
 from agent_core.background import repeating
+from agent_core.datadir import secure_data_dir
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime, start_mcp
@@ -120,6 +121,7 @@ class Gateway:
     async def _start(self, stack: contextlib.AsyncExitStack) -> Parts:
         settings = self.settings
         register_secrets(settings.secret_values())
+        await asyncio.to_thread(secure_data_dir, settings.hermes_data_dir)
         if tracing.configure("hermes-gateway"):
             # Closed last: what the stop itself recorded is exported too.
             stack.push_async_callback(asyncio.to_thread, tracing.flush)
@@ -263,12 +265,17 @@ class Gateway:
                 self.metrics.waiting.set(await self._parts.queue.waiting())
         return self.metrics.exposition()
 
-    async def health(self) -> dict[str, Any]:
-        """What /readyz reports."""
+    async def ready(self) -> None:
+        """Return when the gateway takes work (what /readyz says); GatewayStopping, or the
+        store's error, when not."""
         if self.stopping:
             raise GatewayStopping("the gateway is stopping")
+        await self.parts.opened.store.ping()
+
+    async def health(self) -> dict[str, Any]:
+        """What GET /agent/status reports to an admin: :meth:`ready`, and the parts."""
+        await self.ready()
         parts = self.parts
-        await parts.opened.store.ping()
         return {"status": "ready", "store": parts.opened.location,
                 "channels": sorted(parts.channels.by_name), "model": self._model_status(),
                 "hub": "connected" if parts.bus is not None and parts.bus.nc.is_connected

@@ -90,6 +90,10 @@ class GatewaySettings(HubSettings):
         "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
     hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
+    hermes_header_timeout: float = Field(
+        10.0, gt=0, description="seconds a request's line and headers may take (408 after)")
+    hermes_max_connections: int = Field(
+        1000, ge=1, description="HTTP connections per serving process (then 503)")
     hermes_store_outage_wait: float = Field(
         20.0, gt=0, description="seconds a task that lost the store waits for it before "
                                 "its user is told the answer is delayed")

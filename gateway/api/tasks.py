@@ -14,7 +14,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.base import InboundMessage, Routed
-from agent_core import PAUSED, TERMINAL, TaskState
+from agent_core import PAUSED, TERMINAL, Sandbox, TaskState, ToolError
 from agent_core.ids import new_id
 from agent_core.tools.sandbox import sandbox_dir
 
@@ -205,12 +205,12 @@ async def task_attachment(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     if not _ATTACHMENT.match(name) or ".." in name:
         raise bad(400, "an attachment name is letters, digits, '_', '.' and '-'")
-    folder = sandbox_dir(gateway.settings.hermes_data_dir, state.conversation_id,
-                         state.task_id) / "attachments"
-    path = folder / name
+    sandbox = Sandbox(sandbox_dir(gateway.settings.hermes_data_dir, state.conversation_id,
+                                  state.task_id))
     try:
-        data = await asyncio.to_thread(path.read_bytes)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        # Never through a symlink: one a tool planted there may point anywhere.
+        data = await asyncio.to_thread(sandbox.read, f"attachments/{name}")
+    except (ToolError, OSError):
         raise bad(404, f"task {state.task_id!r} has no attachment {name!r}") from None
     kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
     inline = kind in _INLINE
