@@ -2,7 +2,8 @@
 answering from a script.
 
 It lets the real adapters run over real HTTP with no API key: the test suite scripts
-replies and failures with it (and transcripts of audio, at /v1/audio/transcriptions), ``hermes-gateway demo`` replays a recorded session through it,
+replies and failures with it (and transcripts, at /v1/audio/transcriptions),
+``hermes-gateway demo`` replays a recorded session through it,
 and the load benchmark uses its ``responder`` with a fixed latency.
 """
 

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections import deque
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from aiohttp import web
 
@@ -50,12 +50,13 @@ class SlackAPI:
         ``drop_after``: the connection closes after that many bytes of the download."""
         file_id = f"F{next(self._file_ids):04d}"
         self.files[file_id] = (data, drop_after)
+        quoted = quote(name, safe="")
         return {"id": file_id, "name": name, "title": name, "mimetype": mimetype,
                 "filetype": name.rpartition(".")[2], "size": len(data) if size is None
                 else size, "mode": "hosted",
-                "url_private": f"http://{self.root}/files-pri/T1-{file_id}/{name}",
+                "url_private": f"http://{self.root}/files-pri/T1-{file_id}/{quoted}",
                 "url_private_download":
-                    f"http://{self.root}/files-pri/T1-{file_id}/download/{name}"}
+                    f"http://{self.root}/files-pri/T1-{file_id}/download/{quoted}"}
 
     def of(self, method: str) -> list[dict[str, Any]]:
         """Recorded calls of one method."""
