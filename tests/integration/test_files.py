@@ -6,7 +6,6 @@ sentence naming why, and the gateway goes on."""
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
