@@ -86,6 +86,8 @@ _RUN = {
 #: A multipart/form-data message: its text (empty when files come with it) and files.
 _RUN_FORM = {
     "type": "object", "additionalProperties": False,
+    "anyOf": [{"required": ["text"], "properties": {"text": {"minLength": 1}}},
+              {"required": ["file"], "properties": {"file": {"minItems": 1}}}],
     "properties": {
         "text": {"type": "string", "maxLength": 20000},
         "conversation_id": _RUN["properties"]["conversation_id"],  # type: ignore[index]

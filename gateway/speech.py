@@ -8,8 +8,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 log = logging.getLogger(__name__)
 
 #: What a person is told when their voice note cannot be heard for want of an endpoint.
@@ -40,6 +38,9 @@ class Transcriber:
         """The text spoken in the audio file at ``path``."""
         if not self.base_url:
             raise TranscriptionError(HOW_TO_ENABLE, unavailable=True)
+        import httpx  # only when a voice note comes: a gateway need not load it
+
+
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
