@@ -11,6 +11,7 @@ from typing import Any
 
 import pybase64
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.base import Attachment
 
@@ -87,7 +88,7 @@ async def multipart(request: web.Request, limits: Limits) -> tuple[dict[str, str
     while True:
         try:
             part = await reader.next()
-        except (ValueError, AssertionError, KeyError) as exc:
+        except (ValueError, AssertionError, KeyError, HttpProcessingError) as exc:
             raise bad(400, f"unreadable multipart body: {exc}") from None
         if part is None:
             break
@@ -112,7 +113,7 @@ async def multipart(request: web.Request, limits: Limits) -> tuple[dict[str, str
 
 async def _read(part: BodyPartReader, limit: int, name: str) -> bytes:
     chunks, total = [], 0
-    while chunk := await part.read_chunk(64 * 1024):
+    while chunk := await _chunk(part):
         total += len(chunk)
         if total > limit:
             raise too_large(f"{name[:100]!r} is over {limit / MB:g} MB, the limit of a "
@@ -120,6 +121,13 @@ async def _read(part: BodyPartReader, limit: int, name: str) -> bytes:
                             f"field {name!r} is too long")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _chunk(part: BodyPartReader) -> bytes:
+    try:
+        return await part.read_chunk(64 * 1024)
+    except (ValueError, AssertionError, HttpProcessingError) as exc:
+        raise bad(400, f"unreadable multipart body: {exc}") from None
 
 
 async def stashed(stash: Stash, conversation_id: str, uploads: list[Upload]
