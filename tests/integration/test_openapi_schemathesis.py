@@ -106,7 +106,7 @@ def test_every_operation_keeps_its_contract(case: Any, live: LiveGateway) -> Non
         # schema-valid "cron": "0" is rightly refused. Every other check still runs.
         excluded.append(positive_data_acceptance)
     if case.path in ("/agent/run", "/agent/run-async") and (
-            isinstance(case.body, dict) and case.body.get("files") or
+            (isinstance(case.body, dict) and case.body.get("files")) or
             case.media_type == "multipart/form-data"):
         # The files of a message are held to the deployment's limits (how many, how large:
         # HERMES_MAX_FILE*), which a static schema cannot say: a schema-valid 11th file is
