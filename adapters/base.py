@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -22,6 +23,26 @@ from agent_core import new_id
 ChannelName = Literal["slack", "telegram", "webhook", "webchat", "api", "schedule"]
 OutboundKind = Literal["answer", "question", "approval", "notice", "error"]
 RouteStatus = Literal["queued", "steered", "duplicate", "refused", "ignored", "command"]
+#: How the gateway fetches a file that came with a message: from the channel's platform
+#: (``Channel.download``), a URL under the SSRF guard (an A2A file part), or the bytes the
+#: API received, kept in the store until the worker takes them.
+AttachmentSource = Literal["slack", "telegram", "url", "stash"]
+#: What the platform says a file is (a voice note, a photo); the content decides the rest.
+AttachmentHint = Literal["file", "image", "voice", "audio", "video_note"]
+
+
+class Attachment(BaseModel):
+    """A file that came with a message, as its platform describes it: nothing is fetched
+    before the message is acknowledged; the worker fetches it under the limits. Name, type
+    and size are claims, checked (the name made safe, the type sniffed) once fetched."""
+
+    source: AttachmentSource
+    #: Where it is: Slack's url_private_download, Telegram's file_id, the URL, the stash id.
+    ref: str = Field(repr=False)
+    name: str = ""
+    mime_type: str = ""
+    size: int | None = None
+    hint: AttachmentHint = "file"
 
 
 class InboundMessage(BaseModel):
@@ -52,6 +73,8 @@ class InboundMessage(BaseModel):
     role: str | None = None
     #: The API key's principal that sent this for ``user_id`` (its act_as), for the audit.
     principal: str = ""
+    #: Files that came with the message (fetched by the worker, not before the ack).
+    attachments: list[Attachment] = Field(default_factory=list)
     id: str = Field(default_factory=new_id)
 
     def reply(self, text: str, kind: OutboundKind = "answer", **fields: Any
@@ -204,6 +227,12 @@ class Channel(abc.ABC):
     async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
         """Show a file a tool made for the person (an MCP tool's image), where the platform
         can show one; channels that cannot raise NotImplementedError."""
+        raise NotImplementedError
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """The bytes of a file that came with a message from this platform, in chunks (the
+        caller stops reading at its limit); channels without files raise
+        NotImplementedError. Raises DownloadError when the platform fails."""
         raise NotImplementedError
 
     async def start(self) -> None:  # noqa: B027 - optional hook

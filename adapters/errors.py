@@ -6,7 +6,8 @@ to deliver, the gateway stops. The tree continues agent_core's (one root, three 
     HermesError                      (agent_core.errors)
     ├── ConfigError                  a setting or usage mistake: fail fast, say what to change
     ├── RuntimeFailure
-    │   └── DeliveryError            a reply could not be sent (retryable, retry_after)
+    │   ├── DeliveryError            a reply could not be sent (retryable, retry_after)
+    │   └── DownloadError            a file that came with a message could not be fetched
     └── Signal                       not an error: control flow
         └── GatewayStopping          the gateway has begun to stop (/readyz answers 503)
 
@@ -33,3 +34,14 @@ class DeliveryError(RuntimeFailure):
 
 class GatewayStopping(Signal):
     """The gateway has begun to stop: it takes no more work (what /readyz reports then)."""
+
+
+class DownloadError(RuntimeFailure):
+    """A file that came with a message could not be fetched (its platform failed, refused,
+    or the connection dropped); ``reason`` is a sentence for the person."""
+
+    user_message = "I could not fetch a file you sent."
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .approvals import APPROVE, CHOICE, REJECT
 from .base import (
+    Attachment,
     Channel,
     FileToShow,
     InboundMessage,
@@ -41,6 +42,7 @@ from .base import (
     OutboundMessage,
 )
 from .errors import DeliveryError
+from .files import SLACK_FILE_HOSTS, host_of, slack_attachments, stream
 from .markup import split_text, to_mrkdwn
 from .pacing import Pacer
 
@@ -77,6 +79,9 @@ class SlackChannel(Channel):
         channel_interval: float = 1.0,
     ) -> None:
         self.client = AsyncWebClient(token=bot_token, base_url=api_url)
+        self._bot_token = bot_token
+        #: The workspace's file hosts (and the API's own, for a stand-in of it).
+        self.file_hosts = SLACK_FILE_HOSTS | {host_of(api_url)}
         self.client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
         # Without a signing secret only Socket Mode is open: handle() refuses HTTP requests.
         self.signing_secret = signing_secret
@@ -184,6 +189,7 @@ class SlackChannel(Channel):
         if self.bot_user_id:
             text = text.replace(f"<@{self.bot_user_id}>", "")
         text = re.sub(r"\s+", " ", text).strip()
+        files = slack_attachments(event.get("files"))
         direct = event.get("channel_type") == "im" or str(channel).startswith("D")
         thread = event.get("thread_ts")
         if direct:
@@ -193,10 +199,16 @@ class SlackChannel(Channel):
             cid = f"slack:{team}:{channel}:{thread or ts}"
             target = {"channel": channel, "thread_ts": thread or ts, "message_ts": ts}
         return InboundMessage(
-            channel="slack", conversation_id=cid, user_id=user, text=text or "(empty)",
-            is_direct=direct, mentions_bot=True,
+            channel="slack", conversation_id=cid, user_id=user,
+            text=text or ("" if files else "(empty)"), is_direct=direct, mentions_bot=True,
             platform_message_id=f"{team}:{channel}:{ts}", reply_target=target,
-            space_id=team, room_id=channel)
+            space_id=team, room_id=channel, attachments=files)
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """A shared file's bytes: its url_private_download with the bot token (the app's
+        files:read scope), from the workspace's own file host only."""
+        return stream(attachment.ref, hosts=self.file_hosts, what="Slack",
+                      headers={"Authorization": f"Bearer {self._bot_token}"})
 
     async def _on_action(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any],
                          action: dict[str, Any], context: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +32,7 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, Time
 from agent_core import StoreUnavailableError
 
 from .base import (
+    Attachment,
     Channel,
     FileToShow,
     InboundMessage,
@@ -39,7 +41,8 @@ from .base import (
     Interaction,
     OutboundMessage,
 )
-from .errors import DeliveryError
+from .errors import DeliveryError, DownloadError
+from .files import host_of, stream
 from .markup import split_text, to_telegram_html
 from .pacing import Pacer
 from .telegram_http import AiohttpRequest
@@ -216,6 +219,18 @@ class TelegramChannel(Channel):
     def to_inbound(self, update: Update) -> InboundMessage | None:
         """The normalised message of an Update, or None to ignore it."""
         return inbound_of(update, self.bot)
+
+    async def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """A file's bytes: getFile for its path, then the Bot API's file URL."""
+        try:
+            found = await self.bot.get_file(attachment.ref)
+        except (BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut) as exc:
+            raise DownloadError(f"Telegram would not hand the file over: {exc}") from None
+        url = found.file_path or ""
+        if not url.startswith(self.bot.base_file_url + "/"):
+            raise DownloadError("Telegram gave no download path for the file")
+        async for chunk in stream(url, hosts={host_of(url)}, what="Telegram"):
+            yield chunk
 
     # --- outbound ------------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from telegram import Bot, Message, Update
 
 from .approvals import APPROVAL_DATA, CHOICE_DATA, parse_callback_data
 from .base import InboundMessage, Interaction
+from .files import telegram_attachments
 
 
 def interaction_of(update: Update) -> Interaction:
@@ -45,8 +46,9 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
     message = update.message
     if message is None or message.from_user is None or message.from_user.is_bot:
         return None
-    text = message.text or message.caption
-    if not text or not isinstance(text, str):
+    text = message.text or message.caption or ""
+    files = telegram_attachments(message)
+    if not isinstance(text, str) or not (text or files):
         return None
     chat = message.chat
     private = chat.type == "private"
@@ -65,7 +67,8 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
     user = message.from_user
     return InboundMessage(
         channel="telegram", conversation_id=cid, user_id=str(user.id),
-        user_name=user.username or user.full_name, text=text.strip() or "(empty)",
+        user_name=user.username or user.full_name,
+        text=text.strip() or ("" if files else "(empty)"), attachments=files,
         is_direct=private, mentions_bot=private or mentioned,
         platform_message_id=f"{bot.id}:{update.update_id}", reply_target=target,
         space_id=str(chat.id), room_id=str(topic or chat.id))
@@ -75,7 +78,8 @@ def _addressed(message: Message, text: str, bot: Bot) -> tuple[bool, str]:
     """Whether a group message addresses the bot, and its text without the mention."""
     username = (bot.username or "").lower()
     addressed = False
-    for entity in message.entities or ():
+    entities = message.entities if message.text else message.caption_entities
+    for entity in entities or ():
         piece = text[entity.offset:entity.offset + entity.length]
         if entity.type == "mention" and piece.lower() == f"@{username}":
             addressed = True

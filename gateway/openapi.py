@@ -16,6 +16,8 @@ MAX_UNIX_SECONDS = 95_617_584_000
 MAX_AUDIT_LIMIT = 1000
 #: The most tasks GET /agent/conversations/{id}/messages reads back.
 MAX_HISTORY = 200
+#: A file's data in a JSON body: strict base64.
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 _TASK = {
     "type": "object",
@@ -76,6 +78,31 @@ _RUN = {
                             "pattern": "^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$",
                             "description": "your id for the conversation; memory is kept per id"},
         "user_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+        "files": {
+            "type": "array", "maxItems": 100,
+            "description": "files sent with the message, base64 (at most one file's worth, "
+                           "HERMES_MAX_FILE_MB, in a JSON body; more as multipart/form-data); "
+                           "more than HERMES_MAX_FILES_PER_MESSAGE or over a limit: 413",
+            "items": {"type": "object", "additionalProperties": False,
+                      "required": ["name", "data"],
+                      "properties": {
+                          "name": {"type": "string", "minLength": 1, "maxLength": 255},
+                          "content_type": {"type": ["string", "null"], "maxLength": 200},
+                          "data": {"type": "string", "contentEncoding": "base64",
+                                   "pattern": BASE64}}}},
+    },
+}
+#: A multipart/form-data message: its text (empty when files come with it) and files.
+_RUN_FORM = {
+    "type": "object", "additionalProperties": False,
+    "anyOf": [{"required": ["text"], "properties": {"text": {"minLength": 1}}},
+              {"required": ["file"], "properties": {"file": {"minItems": 1}}}],
+    "properties": {
+        "text": {"type": "string", "maxLength": 20000},
+        "conversation_id": _RUN["properties"]["conversation_id"],  # type: ignore[index]
+        "user_id": {"type": "string", "minLength": 1, "maxLength": 200},
+        "file": {"type": "array", "items": {"type": "string", "format": "binary"},
+                 "description": "the files (each a file field named file)"},
     },
 }
 
@@ -215,7 +242,10 @@ def spec() -> dict[str, Any]:
     task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}
     cid = {"name": "conversation_id", "in": "path", "required": True,
            "schema": {"type": "string", "pattern": CONVERSATION_ID.pattern}}
-    run_body = {"required": True, "content": {"application/json": {"schema": _RUN}}}
+    run_body = {"required": True, "content": {
+        "application/json": {"schema": _RUN},
+        "multipart/form-data": {"schema": _RUN_FORM,
+                                "encoding": {"file": {"contentType": "*/*"}}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "hermes-gateway", "version": "0.1.0",
@@ -230,11 +260,11 @@ def spec() -> dict[str, Any]:
                                 "schema": {"type": "string"}}],
                 "responses": {"200": _json(_TASK, "finished or paused"),
                               "202": _json(_TASK, "still running after the timeout"),
-                              **_errors(400, 401, 403, 409, 415)}}},
+                              **_errors(400, 401, 403, 409, 413, 415)}}},
             "/agent/run-async": {"post": {
                 "summary": "Queue a task", "requestBody": run_body,
                 "responses": {"202": _json({"type": "object"}, "queued"),
-                              **_errors(400, 401, 403, 409, 415)}}},
+                              **_errors(400, 401, 403, 409, 413, 415)}}},
             "/agent/tasks/{task_id}": {"get": {
                 "summary": "A task's status, result and report", "parameters": [task_id],
                 "responses": {"200": _json(_TASK, "the task"), **_errors(401, 404)}}},

@@ -35,6 +35,7 @@ from .commands import Commands
 from .delivery import Deliverer
 from .eventlog import EventLog
 from .execution import Execution
+from .inbox import Inbox
 from .interactions import Interactions
 from .metrics import Metrics
 from .outage import StoreOutage
@@ -76,6 +77,8 @@ class Parts:
     approvals: ApprovalService
     channels: Channels
     workers: WorkerPool
+    #: Receives the files that come with messages (and keeps those the API received).
+    inbox: Inbox
     #: The hub's bus, with HERMES_HUB.
     bus: Bus | None = None
     #: The hub's workflows and runs (one per process: its buckets are opened once and a
@@ -181,8 +184,12 @@ class Gateway:
         outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
                           approvals=approvals, outage=outage)
+        inbox = Inbox(settings=settings, redis=store.redis, keys=store.keys, channels=named,
+                      counter=runtime.loop.counter,
+                      budget_tokens=runtime.loop.config.prompt_budget)
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
                               replies=replies, settings=settings, model_ready=self.model_ready,
+                              inbox=inbox,
                               workflows=WorkflowTasks(
                                   workflow_store, store, runtime.bus,
                                   shutting_down=lambda: runtime.loop.shutting_down)
@@ -216,7 +223,7 @@ class Gateway:
                               min(3600.0, max(10.0, ttl / 10)), "idle sweep")
             stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
-                     approvals, channels, workers, bus, workflow_store)
+                     approvals, channels, workers, inbox, bus, workflow_store)
 
     @property
     def stopping(self) -> bool:

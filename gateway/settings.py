@@ -126,6 +126,31 @@ class GatewaySettings(HubSettings):
     hermes_approval_ttl: float = Field(900.0, gt=0)
     hermes_audit_file: Path | None = None
 
+    # --- files people send ---------------------------------------------------------------
+    hermes_max_file_mb: float = Field(
+        20.0, gt=0, le=2048, description="largest file a message may carry (MB); a download "
+                                         "stops reading past it")
+    hermes_max_files_per_message: int = Field(10, ge=0, le=100)
+    hermes_max_files_mb_per_task: float = Field(
+        50.0, gt=0, description="all the files of one message together (MB)")
+    hermes_max_files_mb_per_day: float = Field(
+        200.0, gt=0, description="all the files of one conversation in a day (MB, UTC)")
+    hermes_file_convert_seconds: float = Field(
+        30.0, gt=0, description="a document's conversion to text is stopped after this")
+    hermes_file_convert_mb: int = Field(
+        1024, ge=128, description="memory of the converter's child process (MB)")
+    hermes_file_context_share: float = Field(
+        0.5, gt=0, le=0.9, description="share of the prompt budget the documents of one "
+                                       "message may fill; the rest is read with read_file")
+    hermes_file_url_internal_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="host or host:port an A2A file URL may point to "
+                                          "even on an internal address; [] = public only")
+    stt_base_url: str | None = Field(
+        None, description="an OpenAI-compatible /audio/transcriptions endpoint for voice "
+                          "notes; unset: the model's endpoint, when it is OpenAI-compatible")
+    stt_model_name: str = "whisper-1"
+    stt_api_key: SecretStr | None = Field(None, description="unset: LLM_API_KEY")
+
     # --- scheduler -----------------------------------------------------------------------
     hermes_timezone: str = Field("UTC", description="default timezone of schedules")
     hermes_schedule_grace: float = Field(3600.0, ge=0, description="misfire grace seconds")
@@ -146,7 +171,8 @@ class GatewaySettings(HubSettings):
 
     @field_validator("hermes_allowed_users", "hermes_allowed_spaces", "hermes_allowed_rooms",
                      "hermes_webhook_callback_hosts", "hermes_allowed_hosts",
-                     "hermes_trusted_proxies", mode="before")
+                     "hermes_trusted_proxies", "hermes_file_url_internal_hosts",
+                     mode="before")
     @classmethod
     def _gateway_comma_list(cls, value: Any) -> Any:
         return comma_list(value)
@@ -194,6 +220,16 @@ class GatewaySettings(HubSettings):
     @classmethod
     def _slash(cls, value: str) -> str:
         return value if value.endswith("/") else value + "/"
+
+    @property
+    def stt_endpoint(self) -> str | None:
+        """Where voice notes are transcribed: STT_BASE_URL, else the model's endpoint when
+        it speaks the OpenAI API; None: nowhere."""
+        if self.stt_base_url:
+            return self.stt_base_url.rstrip("/")
+        if self.llm_provider == "openai":
+            return (self.llm_base_url or "https://api.openai.com/v1").rstrip("/")
+        return None
 
     @property
     def slack_enabled(self) -> bool:

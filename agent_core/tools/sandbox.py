@@ -5,6 +5,10 @@ look-alike separators, and anything that resolves outside the sandbox through a 
 (including the ``/sandbox-evil`` prefix-sibling trick, since containment is checked by path
 components, never by string prefix). Files are opened with O_NOFOLLOW so a symlink swapped
 in after the check is not followed either.
+
+``inbox/`` is the conversation's inbox (the files people sent, kept by the gateway): every
+task of the conversation reads it there, none writes into it, and no other conversation's
+is reachable.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from ..datadir import private_dir
 from ..errors import ToolError
 
 _ENCODED = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+#: The folder every task of a conversation sees the files people sent in (read-only).
+INBOX = "inbox"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,17 +44,34 @@ class Sandbox:
 
     workdir: Path
     limits: SandboxLimits = SandboxLimits()
+    #: The conversation's inbox, seen as ``inbox/`` (None: the task has none).
+    inbox: Path | None = None
 
     def root(self) -> Path:
         """The directory, created (0700, as its missing parents) if it does not exist yet."""
         return private_dir(self.workdir)
 
-    def resolve(self, user_path: str) -> Path:
-        """The absolute path of ``user_path`` inside the sandbox, or ToolError."""
-        return resolve(self.workdir, user_path)
+    def resolve(self, user_path: str, *, write: bool = False) -> Path:
+        """The absolute path of ``user_path`` inside the sandbox (``inbox/...`` inside the
+        conversation's inbox, read-only), or ToolError."""
+        path = resolve(self.workdir, user_path)  # every check of the path's spelling
+        parts = Path(user_path).parts
+        if self.inbox is None or not parts or parts[0] != INBOX:
+            return path
+        if write:
+            raise ToolError("inbox/ holds the files people sent and is read-only; write "
+                            "somewhere else in the sandbox")
+        root = self.inbox.resolve()
+        candidate = root.joinpath(*parts[1:]).resolve(strict=False)
+        if candidate != root and not candidate.is_relative_to(root):
+            raise ToolError("the path leads outside the sandbox")
+        return candidate
 
     def relative(self, path: Path) -> str:
-        """``path`` (inside the sandbox) as the model should name it."""
+        """``path`` (inside the sandbox or its inbox) as the model should name it."""
+        if self.inbox is not None and path.is_relative_to(self.inbox.resolve()):
+            rest = path.relative_to(self.inbox.resolve())
+            return INBOX if str(rest) == "." else f"{INBOX}/{rest}"
         return str(path.relative_to(self.workdir.resolve()))
 
     def usage(self) -> int:
@@ -77,6 +100,12 @@ def sandbox_dir(data_dir: Path, conversation_id: str, task_id: str) -> Path:
     conversation, one per task within it."""
     safe = conversation_id.replace("/", "_").replace(":", "_")
     return Path(data_dir).joinpath("sandboxes", safe, task_id)  # one parse, not three
+
+
+def inbox_dir(data_dir: Path, conversation_id: str) -> Path:
+    """Where the files people sent in a conversation are kept: beside its tasks'
+    sandboxes, one inbox per conversation."""
+    return sandbox_dir(data_dir, conversation_id, INBOX)
 
 
 def resolve(workdir: Path, user_path: str) -> Path:

@@ -1,5 +1,7 @@
 """A local stand-in for the Slack Web API: records calls, answers like Slack, and can be
-told to fail a method with an HTTP status (e.g. 429 with Retry-After)."""
+told to fail a method with an HTTP status (e.g. 429 with Retry-After). It also hosts the
+files people share (``host_file``): served at their url_private_download to the bot token
+only (anyone else gets Slack's sign-in page), and able to drop a download mid-way."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import time
 import uuid
 from collections import deque
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from aiohttp import web
 
@@ -32,11 +34,29 @@ class SlackAPI:
         #: Files uploaded to the URLs files.getUploadURLExternal handed out: {file_id: bytes}.
         self.uploads: dict[str, bytes] = {}
         self._file_ids = itertools.count(1)
+        #: Files people shared: {file_id: (bytes, bytes to send before dropping or None)}.
+        self.files: dict[str, tuple[bytes, int | None]] = {}
+        #: Each download of a shared file: (file_id, its Authorization header).
+        self.downloads: list[tuple[str, str]] = []
 
     def fail(self, method: str, status: int, times: int = 1,
              headers: dict[str, str] | None = None) -> None:
         """Answer the next ``times`` calls of ``method`` with ``status``."""
         self.failures.setdefault(method, deque()).extend([(status, headers or {})] * times)
+
+    def host_file(self, name: str, data: bytes, *, mimetype: str = "application/pdf",
+                  drop_after: int | None = None, size: int | None = None) -> dict[str, Any]:
+        """Host a file a person shared; the file object of its event (``files``).
+        ``drop_after``: the connection closes after that many bytes of the download."""
+        file_id = f"F{next(self._file_ids):04d}"
+        self.files[file_id] = (data, drop_after)
+        quoted = quote(name, safe="")
+        return {"id": file_id, "name": name, "title": name, "mimetype": mimetype,
+                "filetype": name.rpartition(".")[2], "size": len(data) if size is None
+                else size, "mode": "hosted",
+                "url_private": f"http://{self.root}/files-pri/T1-{file_id}/{quoted}",
+                "url_private_download":
+                    f"http://{self.root}/files-pri/T1-{file_id}/download/{quoted}"}
 
     def of(self, method: str) -> list[dict[str, Any]]:
         """Recorded calls of one method."""
@@ -47,6 +67,7 @@ class SlackAPI:
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/socket", self._socket)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/T1-{file_id}/download/{name}", self._file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -81,6 +102,27 @@ class SlackAPI:
                 if "envelope_id" in ack:
                     self.socket_acks.append(ack["envelope_id"])
         return ws
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file_id"]
+        auth = request.headers.get("Authorization", "")
+        self.downloads.append((file_id, auth))
+        if not auth.startswith("Bearer xoxb-") or file_id not in self.files:
+            # What Slack answers a request without a token that may read files.
+            return web.Response(text="<html><body>Sign in to Slack</body></html>",
+                                content_type="text/html")
+        data, drop_after = self.files[file_id]
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream",
+                                               "Content-Length": str(len(data))})
+        await response.prepare(request)
+        if drop_after is None:
+            await response.write(data)
+            await response.write_eof()
+            return response
+        await response.write(data[:drop_after])
+        assert request.transport is not None
+        request.transport.close()  # the connection drops mid-way
+        return response
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()
