@@ -27,6 +27,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from . import _jsonscan
+from ._decisionfields import (
+    args_of,
+    choices_of,
+    content_of,
+    looks_like_decision,
+    name_of,
+    str_of,
+    type_of,
+)
 from .decisions import AgentDecision
 from .models.base import ModelResponse, RawToolCall
 from .toolcalls import READERS, Found, split_reasoning
@@ -38,21 +47,6 @@ log = logging.getLogger(__name__)
 FINAL_ANSWER_TOOL = "final_answer"
 ASK_USER_TOOL = "ask_user"
 
-_NAME_KEYS = ("tool_name", "name", "tool", "function", "function_name", "action")
-_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
-_CONTENT_KEYS = ("content", "answer", "final_answer", "response", "text", "message", "output",
-                 "result", "question")
-_TYPE_KEYS = ("type", "decision", "kind", "action_type")
-_TYPE_ALIASES = {
-    "final_answer": "final_answer", "final": "final_answer", "answer": "final_answer",
-    "finish": "final_answer", "respond": "final_answer", "response": "final_answer",
-    "reply": "final_answer", "final answer": "final_answer", "done": "final_answer",
-    "tool_call": "tool_call", "tool": "tool_call", "call_tool": "tool_call",
-    "function_call": "tool_call", "function": "tool_call", "tool_use": "tool_call",
-    "call": "tool_call", "use_tool": "tool_call",
-    "ask_user": "ask_user", "ask": "ask_user", "question": "ask_user", "clarify": "ask_user",
-    "ask_human": "ask_user", "clarification": "ask_user",
-}
 #: Output that set out to be JSON (so it is invalid, not an answer, when unreadable): a
 #: fence only when it is JSON's (a Python or shell block is something to show). The tagged
 #: formats never get here: their readers answer for them.
@@ -151,7 +145,7 @@ class DecisionParser:
         found_value = _jsonscan.first_json_value(text)
         if found_value is not None:
             value, repaired = found_value
-            if _looks_like_decision(value):
+            if looks_like_decision(value):
                 return self._from_value(value, "embedded", repaired, prose=text)
 
         if structured:
@@ -213,14 +207,14 @@ class DecisionParser:
             return self._from_value(obj["tool_calls"], base_rule, "+" in rule, prose=prose)
         if isinstance(obj.get("function"), dict):
             inner = obj["function"]
-            inner_name = _name_of(inner)
+            inner_name = name_of(inner)
             if inner_name is None:
                 return [AgentDecision.invalid("the function call has no name", rule=rule)]
-            return [self._tool_decision(inner_name, _args_of(inner), rule=rule,
+            return [self._tool_decision(inner_name, args_of(inner), rule=rule,
                                         call_id=obj.get("id"))]
 
-        kind = _type_of(obj)
-        name = _name_of(obj)
+        kind = type_of(obj)
+        name = name_of(obj)
         if kind is None and name is not None:
             kind = "tool_call"
         if name is not None and name.lower().replace(" ", "_") in ("final_answer", "finish"):
@@ -230,22 +224,22 @@ class DecisionParser:
                 if name is None:
                     return [AgentDecision.invalid(
                         "a tool_call needs the tool's name in \"tool_name\"", rule=rule)]
-                return [self._tool_decision(name, _args_of(obj), rule=rule)]
+                return [self._tool_decision(name, args_of(obj), rule=rule)]
             case "final_answer":
-                content = _content_of(obj)
+                content = content_of(obj)
                 if content is None:
                     return [AgentDecision.invalid(
                         "a final_answer needs its text in \"content\"", rule=rule)]
                 return [AgentDecision(type="final_answer", content=content, rule=rule,
-                                      reason=_str(obj.get("reason") or obj.get("thought")))]
+                                      reason=str_of(obj.get("reason") or obj.get("thought")))]
             case "ask_user":
-                content = _content_of(obj)
+                content = content_of(obj)
                 if content is None:
                     return [AgentDecision.invalid(
                         "an ask_user decision needs the question in \"content\"", rule=rule)]
                 return [AgentDecision(type="ask_user", content=content, rule=rule,
-                                      choices=_choices_of(obj),
-                                      reason=_str(obj.get("reason")))]
+                                      choices=choices_of(obj),
+                                      reason=str_of(obj.get("reason")))]
             case "invalid":
                 return [AgentDecision.invalid("the model declared its own output invalid",
                                               rule=rule)]
@@ -270,92 +264,15 @@ class DecisionParser:
                 f"the arguments of {name!r} must be a JSON object, not "
                 f"{json.dumps(args, ensure_ascii=False)[:120]}", rule=rule)
         if name == FINAL_ANSWER_TOOL:
-            content = _content_of(args)
+            content = content_of(args)
             return AgentDecision(type="final_answer", content=content or "", rule=rule,
                                  call_id=call_id)
         if name == ASK_USER_TOOL:
-            return AgentDecision(type="ask_user", content=_content_of(args) or "", rule=rule,
-                                 choices=_choices_of(args), call_id=call_id)
+            return AgentDecision(type="ask_user", content=content_of(args) or "", rule=rule,
+                                 choices=choices_of(args), call_id=call_id)
         if self.tool_names and name not in self.tool_names:
             valid = ", ".join(sorted(self.tool_names))
             return AgentDecision.invalid(
                 f"there is no tool named {name!r}; valid tools: {valid}", rule="unknown_tool")
         return AgentDecision(type="tool_call", tool_name=name, arguments=args, rule=rule,
                              call_id=call_id)
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else json.dumps(value)
-
-
-def _type_of(obj: dict[str, Any]) -> str | None:
-    for key in _TYPE_KEYS:
-        value = obj.get(key)
-        if isinstance(value, str):
-            alias = _TYPE_ALIASES.get(value.strip().lower())
-            if alias:
-                return alias
-    if "action" in obj and isinstance(obj["action"], str):
-        alias = _TYPE_ALIASES.get(obj["action"].strip().lower())
-        if alias in ("final_answer", "ask_user"):
-            return alias
-    return None
-
-
-def _name_of(obj: dict[str, Any]) -> str | None:
-    for key in _NAME_KEYS:
-        value = obj.get(key)
-        if isinstance(value, str) and value.strip():
-            if key == "action" and _TYPE_ALIASES.get(value.strip().lower()) in (
-                    "final_answer", "ask_user", "tool_call"):
-                continue
-            return value.strip()
-        if isinstance(value, dict) and isinstance(value.get("name"), str):
-            return str(value["name"]).strip()
-    return None
-
-
-def _args_of(obj: dict[str, Any]) -> Any:
-    for key in _ARG_KEYS:
-        if key in obj:
-            return obj[key]
-    func = obj.get("function")
-    if isinstance(func, dict):
-        return _args_of(func)
-    return {}
-
-
-def _content_of(obj: dict[str, Any]) -> str | None:
-    for key in _CONTENT_KEYS:
-        value = obj.get(key)
-        if isinstance(value, str):
-            return value
-        if value is not None and key != "result":
-            return json.dumps(value, ensure_ascii=False)
-    for key in _ARG_KEYS:  # {"action": "Final Answer", "action_input": "..."}
-        value = obj.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, dict):
-            inner = _content_of(value)
-            if inner is not None:
-                return inner
-    return None
-
-
-def _choices_of(obj: dict[str, Any]) -> list[str]:
-    for key in ("choices", "options"):
-        value = obj.get(key)
-        if isinstance(value, list):
-            return [str(v) for v in value if v is not None][:10]
-    return []
-
-
-def _looks_like_decision(value: Any) -> bool:
-    if isinstance(value, list):
-        return any(_looks_like_decision(v) for v in value)
-    if not isinstance(value, dict):
-        return False
-    if _type_of(value) is not None or isinstance(value.get("tool_calls"), list):
-        return True
-    return _name_of(value) is not None and any(k in value for k in _ARG_KEYS)
