@@ -105,4 +105,7 @@ def looks_like_decision(value: Any) -> bool:
         return False
     if type_of(value) is not None or isinstance(value.get("tool_calls"), list):
         return True
+    function = value.get("function")
+    if isinstance(function, dict) and isinstance(function.get("_name"), str):
+        return True  # TGI's grammar
     return name_of(value) is not None and any(k in value for k in _ARG_KEYS)

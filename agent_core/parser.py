@@ -1,21 +1,24 @@
 """DecisionParser: whatever the model returned, as AgentDecisions. Never raises.
 
 1. ``native``: the provider's tool calls (OpenAI ``tool_calls``, Anthropic ``tool_use``).
-2. Reasoning (``<think>``, ``<seed:think>``, harmony's analysis channel) is cut: it is never
-   an action and never the answer.
+2. Reasoning (``<think>``, ``[THINK]``, Gemma's ``<|channel>thought``, harmony's analysis
+   channel and the others of ``toolcalls.reasoning``) is cut: it is never an action and never
+   the answer.
 3. The tool-call formats open models write as text, one reader each (``agent_core.toolcalls``:
-   Hermes/Qwen ``<tool_call>`` JSON, Qwen3-Coder XML, GLM, Kimi K2, DeepSeek, gpt-oss
-   harmony, MiniMax, Seed-OSS, Step-3, LongCat, LFM2, InternLM, Granite, Phi-4-mini,
-   Jamba/Hunyuan, Mistral, Llama 3 ``<|python_tag|>``, Llama 4 and pythonic calls); the
-   first whose markers are in the text and that recognises it wins.
-4. The JSON protocol of our own prompt: ``fenced`` (```json), ``json`` (the whole output),
-   ``embedded`` (JSON inside prose).
+   Hermes/Qwen ``<tool_call>`` JSON, Qwen3-Coder XML, GLM, Kimi K2 / K3, DeepSeek (DSML
+   included), gpt-oss harmony, MiniMax M2 / M3, Gemma 4, FunctionGemma, Apertus, Hunyuan,
+   Functionary, llama-cpp-python, OLMo 3, Mistral, Llama 3 / 4, pythonic calls and more);
+   the first whose markers are in the text and that recognises it wins. Code that prose
+   shows in a fence is not read.
+4. The JSON protocol of our own prompt: ``fenced`` (```json), ``json`` (the whole output,
+   TGI's grammar included), ``json_calls`` (several calls), ``embedded`` (JSON inside prose).
 5. ``plain_text``: no structure at all, a final answer.
 
 The rule that read the output is ``AgentDecision.rule`` (a ``+repaired`` suffix marks JSON
 that needed repair). Output that tried to call a tool but cannot be read becomes ``invalid``
-with a reason the model is told, never a call with made-up arguments; so does an unknown
-tool, in every format.
+with a reason the model is told, never a call with made-up arguments (a value cut off at the
+end is never completed); so does an unknown tool, in every format, and any call in an output
+the token limit cut.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any
 
 from . import _jsonscan
@@ -39,6 +43,7 @@ from ._decisionfields import (
 from .decisions import AgentDecision
 from .models.base import ModelResponse, RawToolCall
 from .toolcalls import READERS, Found, split_reasoning
+from .toolcalls.base import MAX_CALLS
 from .toolcalls.schema_types import type_arguments
 
 log = logging.getLogger(__name__)
@@ -56,6 +61,10 @@ _STRUCTURED_START = re.compile(
 #: Every reader's markers in one pattern: a text with none of them (most answers in prose)
 #: skips the readers with one scan, instead of asking each reader in turn.
 _MARKERS = re.compile("|".join(re.escape(m) for reader in READERS for m in reader.markers))
+#: finish_reason values that say the token limit cut the output off.
+_CUT_BY_THE_LIMIT = frozenset({"length", "max_tokens", "max_output_tokens"})
+#: Functionary v3.2's first recipient line (the ">>>" before it ended the prompt).
+_RECIPIENT_LINE = re.compile(r"\s*([A-Za-z_][\w.-]*)\n")
 
 RepairCall = Callable[[str], Awaitable[str]]
 
@@ -89,8 +98,10 @@ class DecisionParser:
         decisions = self.parse(response)
         if repair is None or decisions[0].type != "invalid" or not response.text.strip():
             return decisions
-        if decisions[0].rule == "unknown_tool":
-            return decisions  # the model is told the valid names; a repair cannot know better
+        if decisions[0].rule in ("unknown_tool", "cut_off"):
+            # the model is told the valid names, or that the limit cut it: a repair could
+            # only guess
+            return decisions
         try:
             fixed = await repair(response.text)
         except Exception as exc:
@@ -110,22 +121,38 @@ class DecisionParser:
         text = response.text or ""
         if not text.strip():
             return [AgentDecision.invalid("the response was empty", rule="empty")]
+        decisions = self._from_text(text)
+        if (response.finish_reason or "").lower() in _CUT_BY_THE_LIMIT \
+                and any(d.type == "tool_call" for d in decisions):
+            # Whatever it holds, it was cut: a call in it may be one the model only thought
+            # in a block the prompt opened and the limit kept from closing.
+            return [AgentDecision.invalid(
+                f"the output was cut off by the token limit ({response.finish_reason}): no "
+                "call in it is run; make the call again, with less before it",
+                rule="cut_off")]
+        return decisions
+
+    def _from_text(self, text: str) -> list[AgentDecision]:
         _, text = split_reasoning(text)
         if not text.strip():
             return [AgentDecision.invalid(
                 "the output was all reasoning: end it, then answer or call a tool",
                 rule="reasoning_only")]
-        if _MARKERS.search(text):
+        # What is read for calls: not the code blocks prose shows (the answer keeps them).
+        scan = _jsonscan.without_shown_code(text)
+        recipient = _RECIPIENT_LINE.match(scan)
+        if recipient and self.tool_names and recipient.group(1) in {*self.tool_names, "all"}:
+            scan = ">>>" + scan.lstrip()  # Functionary v3.2: the prompt ends in ">>>"
+        if _MARKERS.search(scan):
             for reader in READERS:
-                if any(marker in text for marker in reader.markers):
-                    found = reader.read(text)
+                if any(marker in scan for marker in reader.markers):
+                    found = reader.read(scan)
                     if found is not None:
                         return self._from_found(found)
 
-        structured = bool(_STRUCTURED_START.match(text))
-        for lang, body in _jsonscan.fenced_blocks(text):
-            if body.strip() and lang in ("", "json", "json5", "javascript", "js", "tool_call",
-                                         "tool_code"):
+        structured = bool(_STRUCTURED_START.match(scan))
+        for lang, body in _jsonscan.fenced_blocks(scan):
+            if body.strip() and (lang in _jsonscan.CALL_FENCES or not lang):
                 value = _jsonscan.loads_strict(body.strip())
                 repaired = False
                 if value is None:
@@ -133,16 +160,21 @@ class DecisionParser:
                 if isinstance(value, dict | list) and value:
                     return self._from_value(value, "fenced", repaired, prose=text)
 
-        stripped = text.strip()
+        stripped = scan.strip()
         value = _jsonscan.loads_strict(stripped) if stripped[:1] in ("{", "[") else None
         if isinstance(value, dict | list):
             return self._from_value(value, "json", False, prose="")
+        spans = list(islice(_jsonscan.balanced_spans(scan), MAX_CALLS + 1)) \
+            if "{" in scan or "[" in scan else []
+        several = self._several_calls(scan, spans)
+        if several:
+            return several
         if structured and stripped[0] in "{[":
             value = _jsonscan.loads_repaired(stripped)
             if isinstance(value, dict | list) and value:
                 return self._from_value(value, "json", True, prose="")
 
-        found_value = _jsonscan.first_json_value(text)
+        found_value = _jsonscan.first_json_value(scan, spans)
         if found_value is not None:
             value, repaired = found_value
             if looks_like_decision(value):
@@ -153,6 +185,22 @@ class DecisionParser:
                 "the output looked like JSON but could not be read; reply with one valid JSON "
                 "object or a plain-text answer", rule="unparseable", content=text[:500])]
         return [AgentDecision(type="final_answer", content=text.strip(), rule="plain_text")]
+
+    def _several_calls(self, text: str, spans: list[tuple[int, int]]) -> list[AgentDecision]:
+        """Several JSON calls in one output (``spans``), with ``;``, newlines or prose between
+        them (Llama 3.x without its tag), all of them in order; [] when fewer than two."""
+        if len(spans) < 2:
+            return []
+        decisions: list[AgentDecision] = []
+        for start, end in spans:
+            loaded = _jsonscan.loads_arguments(text[start:end])
+            if loaded is not None and isinstance(loaded[0], dict) \
+                    and looks_like_decision(loaded[0]):
+                decisions += self._from_object(loaded[0], "json_calls", prose="")
+        if len(decisions) < 2 or any(d.type != "tool_call" and d.rule != "unknown_tool"
+                                     for d in decisions):
+            return []
+        return decisions
 
     def _native(self, call: RawToolCall) -> AgentDecision:
         args = call.arguments
@@ -169,6 +217,9 @@ class DecisionParser:
         rule = f"{found.rule}+repaired" if found.repaired else found.rule
         if found.problem:
             return [AgentDecision.invalid(found.problem, rule=rule)]
+        if len(found.calls) > MAX_CALLS:
+            return [AgentDecision.invalid(f"{found.rule}: more than {MAX_CALLS} calls in one "
+                                          "output; make fewer at a time", rule=rule)]
         if not found.calls:
             if found.answer is None:
                 return [AgentDecision.invalid(f"{found.rule}: the tool call holds no call",
@@ -207,6 +258,8 @@ class DecisionParser:
             return self._from_value(obj["tool_calls"], base_rule, "+" in rule, prose=prose)
         if isinstance(obj.get("function"), dict):
             inner = obj["function"]
+            if isinstance(inner.get("_name"), str):
+                return [self._tgi(inner, rule)]
             inner_name = name_of(inner)
             if inner_name is None:
                 return [AgentDecision.invalid("the function call has no name", rule=rule)]
@@ -251,6 +304,17 @@ class DecisionParser:
                     'the JSON has no decision: use {"type": "tool_call", "tool_name": ..., '
                     '"arguments": {...}} or {"type": "final_answer", "content": ...}',
                     rule=rule)]
+
+    def _tgi(self, call: dict[str, Any], rule: str) -> AgentDecision:
+        """TGI's grammar: ``{"function": {"_name": NAME, ...arguments}}``; its ``no_tool``
+        carries the answer in ``content``."""
+        if call["_name"] == "no_tool":
+            content = call.get("content")
+            if isinstance(content, str):
+                return AgentDecision(type="final_answer", content=content, rule=rule)
+            return AgentDecision.invalid("no_tool: the answer is not in \"content\"", rule=rule)
+        return self._tool_decision(call["_name"], {k: v for k, v in call.items() if k != "_name"},
+                                   rule=rule)
 
     def _tool_decision(self, name: str, args: Any, *, rule: str,
                        call_id: str | None = None) -> AgentDecision:

@@ -6,9 +6,11 @@ Each reader is one format; ``markers`` is what must be in a text for the format 
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from .. import _jsonscan
 from .base import (
+    MAX_CALLS,
     Call,
     Found,
     arguments_of,
@@ -49,10 +51,17 @@ class LongCat(TaggedJson):
 
 
 class TaggedList(TaggedJson):
-    """``<tool_calls>[{...}, ...]</tool_calls>`` (Jamba, Hunyuan)."""
+    """``<tool_calls>[{...}, ...]</tool_calls>`` (Jamba, Hunyuan A13B, Apriel); a block of
+    tags is another format's (Hunyuan 3's ``<tool_call>NAME<tool_sep>…``)."""
 
     name, markers = "tool_calls_tag", ("<tool_calls>",)
     _block = re.compile(r"<tool_calls>\s*(.*?)\s*(?:</tool_calls>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        first = self._block.search(text)
+        if first is not None and first.group(1).startswith("<"):
+            return None
+        return super().read(text)
 
 
 class Nemotron(TaggedJson):
@@ -119,7 +128,7 @@ class Mistral:
                         r"\[ARGS\]\s*(.*?)\s*(?=\[TOOL_CALLS\]|</s>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
-        named = list(self._named.finditer(text))
+        named = list(islice(self._named.finditer(text), MAX_CALLS + 1))
         if named:
             calls = []
             for m in named:
@@ -150,6 +159,44 @@ class LlamaTag:
         if not calls:
             return unreadable(self.name, "<|python_tag|> is not followed by a JSON call")
         return Found(self.name, calls)
+
+
+class GigaChat(TaggedJson):
+    """``<|function_call|>{"name", "arguments"}`` (GigaChat 3.1) and ``function call
+    <|role_sep|>\n{...}`` (GigaChat 3)."""
+
+    name, markers = "gigachat", ("<|function_call|>", "function call<|role_sep|>")
+    _block = re.compile(r"(?:<\|function_call\|>|function call<\|role_sep\|>)\s*(.*?)\s*"
+                        r"(?=<\|function_call\|>|<\|message_sep\|>|\Z)", re.S)
+
+
+class Apertus:
+    """``<|tools_prefix|>[{"NAME": {...arguments}}, ...]<|tools_suffix|>`` (Swiss AI
+    Apertus): each call an object whose one key is the tool's name."""
+
+    name, markers = "apertus", ("<|tools_prefix|>",)
+    _block = re.compile(r"<\|tools_prefix\|>\s*(.*?)\s*(?:<\|tools_suffix\|>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return each_block(self._block, text, self.name, self._body)
+
+    def _body(self, body: str) -> Found:
+        found = _jsonscan.first_value(body)
+        if found is None:
+            return unreadable(self.name, f"<|tools_prefix|> is not followed by a readable "
+                                         f"JSON call: {body.strip()[:120]!r}")
+        value, repaired = found
+        calls = []
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and len(item) == 1 and "name" not in item:
+                [(name, raw)] = item.items()
+                arguments, problem, _ = arguments_of(raw, name)
+                calls.append(Call(name, arguments, problem))
+            else:
+                calls.append(call_from_object(item, self.name))
+        if not calls:
+            return unreadable(self.name, "apertus: the list of calls is empty")
+        return Found(self.name, calls, repaired)
 
 
 class AnswerTag:
