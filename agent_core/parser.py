@@ -40,6 +40,7 @@ from ._decisionfields import (
     str_of,
     type_of,
 )
+from ._lazyre import lazy
 from .decisions import AgentDecision
 from .models.base import ModelResponse, RawToolCall
 from .toolcalls import READERS, Found, split_reasoning
@@ -55,16 +56,16 @@ ASK_USER_TOOL = "ask_user"
 #: Output that set out to be JSON (so it is invalid, not an answer, when unreadable): a
 #: fence only when it is JSON's (a Python or shell block is something to show). The tagged
 #: formats never get here: their readers answer for them.
-_STRUCTURED_START = re.compile(
+_STRUCTURED_START = lazy(
     r"^\s*+(?:\{|\[\s*+\{|```(?:json5?|tool_call|tool_code|javascript|js)?\s*+[{\[])")
 
 #: Every reader's markers in one pattern: a text with none of them (most answers in prose)
 #: skips the readers with one scan, instead of asking each reader in turn.
-_MARKERS = re.compile("|".join(re.escape(m) for reader in READERS for m in reader.markers))
+_MARKERS = lazy("|".join(re.escape(m) for reader in READERS for m in reader.markers))
 #: finish_reason values that say the token limit cut the output off.
 _CUT_BY_THE_LIMIT = frozenset({"length", "max_tokens", "max_output_tokens"})
 #: Functionary v3.2's first recipient line (the ">>>" before it ended the prompt).
-_RECIPIENT_LINE = re.compile(r"\s*([A-Za-z_][\w.-]*)\n")
+_RECIPIENT_LINE = lazy(r"\s*([A-Za-z_][\w.-]*)\n")
 
 RepairCall = Callable[[str], Awaitable[str]]
 

@@ -10,6 +10,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from .. import _jsonscan
+from .._lazyre import Pattern, lazy
 
 #: The most calls one output is read for (more is not a turn: the output is invalid).
 MAX_CALLS = 64
@@ -117,7 +118,7 @@ def calls_from_json(body: str, rule: str, marker: str = "") -> Found:
     return Found(rule, calls, repaired)
 
 
-def each_block(pattern: re.Pattern[str], text: str, rule: str,
+def each_block(pattern: Pattern, text: str, rule: str,
                read_body: Callable[[str], Found]) -> Found | None:
     """The calls of every block ``pattern`` finds (its first group is the body, read by
     ``read_body``); the first block that cannot be read decides; None when no block."""
@@ -135,7 +136,7 @@ def each_block(pattern: re.Pattern[str], text: str, rule: str,
 
 #: One attribute of a tag, its value quoted or bare: a quoted value is consumed whole, so
 #: what it holds (``note='name="x"'``) is never taken for another attribute.
-_ATTRIBUTE = re.compile(r"([^\s=\"'\u0120]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))")
+_ATTRIBUTE = lazy(r"([^\s=\"'\u0120]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))")
 
 
 def attribute(attrs: str, key: str) -> str | None:

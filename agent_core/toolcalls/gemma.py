@@ -14,13 +14,14 @@ import json
 import re
 from typing import Any
 
+from .._lazyre import lazy
 from .base import Call, Found, unreadable
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
-_WORD = re.compile(r"true|false|null")
-_KEY = re.compile(r"[^\s:{}\[\],\"'<]+")
-_HEAD = re.compile(r"\s*call:([A-Za-z_][\w.-]*)\s*")
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NUMBER = lazy(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_WORD = lazy(r"true|false|null")
+_KEY = lazy(r"[^\s:{}\[\],\"'<]+")
+_HEAD = lazy(r"\s*call:([A-Za-z_][\w.-]*)\s*")
+_JSON_STRING = lazy(r'"(?:[^"\\]|\\.)*"', re.S)
 _MAX_DEPTH = 64
 
 

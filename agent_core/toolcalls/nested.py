@@ -9,6 +9,7 @@ import re
 from itertools import islice
 from typing import Any
 
+from .._lazyre import lazy
 from .base import MAX_CALLS, Call, Found, arguments_of, attribute, text_value, unreadable
 
 #: MiniMax-M3 writes this before every tag of a call, so that text inside values can hold
@@ -31,7 +32,7 @@ class MiniMaxM3:
     list (MiniMax-M3). Read ahead of the ``<tool_call>`` formats it contains."""
 
     name, markers = "minimax_m3", (MINIMAX_NS,)
-    _tag = re.compile(re.escape(MINIMAX_NS) + r"<(/?)([\w.:-]{1,100})\b([^>]{0,400})>")
+    _tag = lazy(re.escape(MINIMAX_NS) + r"<(/?)([\w.:-]{1,100})\b([^>]{0,400})>")
 
     def read(self, text: str) -> Found | None:
         calls: list[Call] = []
@@ -76,13 +77,13 @@ class MiniMaxM3:
         return Found(self.name, calls)
 
 
-_K3_CALL = re.compile(r"<\|open\|>call\b((?:[^<]|<(?!\|)){0,400})<\|sep\|>(.*?)"
+_K3_CALL = lazy(r"<\|open\|>call\b((?:[^<]|<(?!\|)){0,400})<\|sep\|>(.*?)"
                       r"(?:<\|close\|>call<\|sep\|>|(?=<\|open\|>call\b)|\Z)", re.S)
-_K3_ARGUMENT = re.compile(r"<\|open\|>argument\b((?:[^<]|<(?!\|)){0,400})<\|sep\|>(.*?)"
+_K3_ARGUMENT = lazy(r"<\|open\|>argument\b((?:[^<]|<(?!\|)){0,400})<\|sep\|>(.*?)"
                           r"<\|close\|>argument<\|sep\|>", re.S)
-_K3_JSON = re.compile(r"<\|open\|>json\b[^<]{0,400}<\|sep\|>(.*?)<\|close\|>json<\|sep\|>",
+_K3_JSON = lazy(r"<\|open\|>json\b[^<]{0,400}<\|sep\|>(.*?)<\|close\|>json<\|sep\|>",
                       re.S)
-_K3_RESPONSE = re.compile(r"<\|open\|>response<\|sep\|>(.*?)(?:<\|close\|>response<\|sep\|>|"
+_K3_RESPONSE = lazy(r"<\|open\|>response<\|sep\|>(.*?)(?:<\|close\|>response<\|sep\|>|"
                           r"<\|close\|>message<\|sep\|>|\Z)", re.S)
 
 

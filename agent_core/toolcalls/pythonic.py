@@ -9,18 +9,19 @@ import re
 from itertools import islice
 from typing import Any
 
+from .._lazyre import lazy
 from .base import Call, Found, calls_from_json, each_block, unreadable
 from .recipients import FunctionsPrefix
 
 #: A whole output that is a list of calls (``[name(`` … ``)]``), or one call (``name(k=``
 #: … ``)``: keywords only, so ``print(x)`` in an answer is not taken for one).
-_BARE = re.compile(r"^\s*[A-Za-z_][\w.]*\s*\(\s*[A-Za-z_]\w*\s*=.*\)\s*$", re.S)
-_TOOL_CODE = re.compile(r"```tool_code[ \t]*\r?\n(.*?)(?:```|\Z)", re.S)
-_TAGS = re.compile(r"<\|python_start\|>(.*?)(?:<\|python_end\|>|\Z)", re.S)
+_BARE = lazy(r"^\s*[A-Za-z_][\w.]*\s*\(\s*[A-Za-z_]\w*\s*=.*\)\s*$", re.S)
+_TOOL_CODE = lazy(r"```tool_code[ \t]*\r?\n(.*?)(?:```|\Z)", re.S)
+_TAGS = lazy(r"<\|python_start\|>(.*?)(?:<\|python_end\|>|\Z)", re.S)
 _MAX = 20_000
 #: A list of calls begins here.
-_LIST_HEAD = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
-_SIGNIFICANT = re.compile(r"[\\\"'()\[\]{}]")
+_LIST_HEAD = lazy(r"\[\s*[A-Za-z_][\w.]*\s*\(")
+_SIGNIFICANT = lazy(r"[\\\"'()\[\]{}]")
 
 
 def read_calls(source: str, rule: str) -> Found:
@@ -205,7 +206,7 @@ class Olmo3:
     one Python call a line."""
 
     name, markers = "olmo3", ("<function_calls>",)
-    _block = re.compile(r"<function_calls>(.*?)(?:</function_calls>|\Z)", re.S)
+    _block = lazy(r"<function_calls>(.*?)(?:</function_calls>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
         return each_block(self._block, text, self.name, self._body)
@@ -223,7 +224,7 @@ class Lfm:
     Python calls or a JSON list."""
 
     name, markers = "lfm2", ("<|tool_call_start|>",)
-    _block = re.compile(r"<\|tool_call_start\|>(.*?)(?:<\|tool_call_end\|>|\Z)", re.S)
+    _block = lazy(r"<\|tool_call_start\|>(.*?)(?:<\|tool_call_end\|>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
         return each_block(self._block, text, self.name, self._body)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
+from .._lazyre import lazy
+
 #: The reasoning tags, each an (opening, closing) pair.
 BLOCKS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
           ("<thinking>", "</thinking>"), ("<reasoning>", "</reasoning>"),
@@ -33,15 +35,15 @@ BLOCKS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
 MARKS = tuple(dict.fromkeys([t for pair in BLOCKS for t in pair] + ["<think:", "</think:"]))
 _KIND = {tag: (opening, tag == closing) for opening, closing in BLOCKS
          for tag in (opening, closing)}
-_TAGS = re.compile("|".join([re.escape(t) for pair in BLOCKS for t in pair]
+_TAGS = lazy("|".join([re.escape(t) for pair in BLOCKS for t in pair]
                             + [r"</?think:\w{1,40}>"]))
 #: Kimi K2-Thinking's calls, which end a reasoning block never closed.
-_KIMI_CALLS = re.compile(r"<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>")
-_HARMONY_ANALYSIS = re.compile(
+_KIMI_CALLS = lazy(r"<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>")
+_HARMONY_ANALYSIS = lazy(
     r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>.*?"
     r"(?:<\|end\|>|(?=<\|start\|>)|\Z)", re.DOTALL)
-_HARMONY_BOUNDS = re.compile(r"<\|(?:start|end|call|return)\|>")
-_RECIPIENT = re.compile(r"to=(?!assistant\b)")
+_HARMONY_BOUNDS = lazy(r"<\|(?:start|end|call|return)\|>")
+_RECIPIENT = lazy(r"to=(?!assistant\b)")
 
 
 def split_reasoning(text: str) -> tuple[str, str]:

@@ -4,10 +4,10 @@ Functionary v3.2's recipients (``>>>NAME\\n{...}``) and llama-cpp-python's
 
 from __future__ import annotations
 
-import re
 from itertools import islice
 
 from .. import _jsonscan
+from .._lazyre import lazy
 from .base import MAX_CALLS, Call, Found, arguments_of
 
 
@@ -25,7 +25,7 @@ class FunctionaryV32:
     output that begins ``NAME\\n`` (a tool's name) or ``all\\n`` here with it put back."""
 
     name, markers = "functionary_v32", (">>>",)
-    _recipient = re.compile(r">>>([A-Za-z_][\w.-]*)\n")
+    _recipient = lazy(r">>>([A-Za-z_][\w.-]*)\n")
 
     def read(self, text: str) -> Found | None:
         heads = list(islice(self._recipient.finditer(text), MAX_CALLS + 1))
@@ -58,7 +58,7 @@ class FunctionsPrefix:
     ``chatml-function-calling`` and ``functionary`` chat formats)."""
 
     name, markers = "functions_prefix", ("functions.",)
-    _head = re.compile(r"(?:^|\n)[ \t]*functions\.([A-Za-z_][\w.-]*):[ \t]*(?=\r?\n|\{)")
+    _head = lazy(r"(?:^|\n)[ \t]*functions\.([A-Za-z_][\w.-]*):[ \t]*(?=\r?\n|\{)")
 
     def read(self, text: str) -> Found | None:
         heads = list(islice(self._head.finditer(text), MAX_CALLS + 1))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from .._lazyre import lazy
 from .nested import MINIMAX_NS
 from .reasoning import MARKS, split_reasoning
 
@@ -17,7 +18,7 @@ _STOPS = ("<tool_call", "<function", "<|", "<｜", "[TOOL_CALLS]", "<minimax:", 
           "<thinking", "</thinking", "<reasoning", "</reasoning", "[THINK]", "[/THINK]",
           "<channel|>", "<start_function_call>", MINIMAX_NS, ">>>", "{\"function\"",
           "<|tools_prefix|>")
-_HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>"
+_HARMONY_FINAL = lazy(r"<\|channel\|>\s*final[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>"
                             r"(.*?)(?:<\|return\|>|<\|end\|>|\Z)", re.S)
 
 

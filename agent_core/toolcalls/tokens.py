@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from itertools import islice
 
+from .._lazyre import lazy
 from .base import MAX_CALLS, Call, Found, arguments_of, unreadable
 
 
@@ -27,7 +28,7 @@ class Kimi:
     <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|>``."""
 
     name, markers = "kimi_k2", ("<|tool_call_begin|>",)
-    _call = re.compile(r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::(\d+))?\s*"
+    _call = lazy(r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::(\d+))?\s*"
                        r"<\|tool_call_argument_begin\|>\s*(.*?)\s*"
                        r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|"
                        r"<\|tool_calls_section_end\|>|\Z)", re.S)
@@ -49,7 +50,7 @@ class DeepSeek:
 
     name = "deepseek"
     markers = ("<｜tool▁call▁begin｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls｜>")
-    _call = re.compile(r"(?:<｜tool▁call▁begin｜>|<｜tool▁calls｜>)\s*"
+    _call = lazy(r"(?:<｜tool▁call▁begin｜>|<｜tool▁calls｜>)\s*"
                        r"(?:(?:function|tool)\s*<｜tool▁sep｜>\s*"
                        r"([\w.-]+)|([\w.-]+)\s*<｜tool▁sep｜>)\s*(.*?)\s*"
                        r"(?:<｜tool▁call▁end｜>|(?=<｜tool▁call▁begin｜>)|<｜tool▁calls▁end｜>|\Z)",
@@ -72,10 +73,10 @@ class Harmony:
     analysis channel without a recipient is reasoning (cut before any reader looks)."""
 
     name, markers = "harmony", ("<|channel|>", "<|message|>")
-    _message = re.compile(r"(?:to=([\w.-]+)[^<]*)?<\|channel\|>\s*(\w+)([^<]*)"
+    _message = lazy(r"(?:to=([\w.-]+)[^<]*)?<\|channel\|>\s*(\w+)([^<]*)"
                           r"(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
                           r"(?:<\|call\|>|<\|end\|>|<\|return\|>|(?=<\|start\|>)|\Z)", re.S)
-    _recipient = re.compile(r"to=([\w.-]+)")
+    _recipient = lazy(r"to=([\w.-]+)")
 
     def read(self, text: str) -> Found | None:
         calls: list[Call] = []

@@ -15,6 +15,7 @@ from functools import lru_cache
 from itertools import islice
 
 from .. import _jsonscan
+from .._lazyre import Pattern, lazy
 from .base import (
     MAX_CALLS,
     Call,
@@ -40,8 +41,8 @@ def _cdata(value: str) -> str:
     return text_value(value)
 
 
-def _invocations(rule: str, invoke: re.Pattern[str], parameter: re.Pattern[str],
-                 opening: re.Pattern[str], text: str, *, name_of: _Name = _by_name,
+def _invocations(rule: str, invoke: Pattern, parameter: Pattern,
+                 opening: Pattern, text: str, *, name_of: _Name = _by_name,
                  key_of: _Name = _by_name) -> Found | None:
     """The calls ``invoke`` finds (its groups: the tag's attributes, the body), their
     arguments by ``parameter`` (the same groups); a call with an argument ``opening`` that
@@ -69,10 +70,10 @@ def _invocations(rule: str, invoke: re.Pattern[str], parameter: re.Pattern[str],
 
 
 #: ``<function=NAME>…</function>`` with ``<parameter=KEY>VALUE</parameter>``.
-_FUNCTION = re.compile(r"<function=([^>\n]{0,200})>(.*?)(?:</function>|(?=<function=)|\Z)", re.S)
-_PARAMETER = re.compile(r"<parameter=([^>\n]{0,200})>(.*?)(?:</parameter>|(?=<parameter=)|"
+_FUNCTION = lazy(r"<function=([^>\n]{0,200})>(.*?)(?:</function>|(?=<function=)|\Z)", re.S)
+_PARAMETER = lazy(r"<parameter=([^>\n]{0,200})>(.*?)(?:</parameter>|(?=<parameter=)|"
                         r"(?=</function>))", re.S)
-_PARAMETER_OPENING = re.compile("<parameter=")
+_PARAMETER_OPENING = lazy("<parameter=")
 
 
 def _qwen(rule: str, text: str) -> Found | None:
@@ -97,7 +98,7 @@ class SeedOss:
     </seed:tool_call>`` (ByteDance Seed-OSS)."""
 
     name, markers = "seed_oss", ("<seed:tool_call>",)
-    _block = re.compile(r"<seed:tool_call>(.*?)(?:</seed:tool_call>|\Z)", re.S)
+    _block = lazy(r"<seed:tool_call>(.*?)(?:</seed:tool_call>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
         inner = "".join(m.group(1) for m in self._block.finditer(text))
@@ -110,10 +111,10 @@ class MiniMax:
     </invoke></minimax:tool_call>`` (MiniMax-M2)."""
 
     name, markers = "minimax", ("<minimax:tool_call>",)
-    _invoke = re.compile(r"<invoke\b([^>]{0,400})>(.*?)(?:</invoke>|(?=<invoke\b)|\Z)", re.S)
-    _parameter = re.compile(r"<parameter\b([^>]{0,400})>(.*?)(?:</parameter>|"
+    _invoke = lazy(r"<invoke\b([^>]{0,400})>(.*?)(?:</invoke>|(?=<invoke\b)|\Z)", re.S)
+    _parameter = lazy(r"<parameter\b([^>]{0,400})>(.*?)(?:</parameter>|"
                             r"(?=<parameter\b)|(?=</invoke>))", re.S)
-    _opening = re.compile(r"<parameter\b")
+    _opening = lazy(r"<parameter\b")
 
     def read(self, text: str) -> Found | None:
         inner = text.split("<minimax:tool_call>", 1)[1]
@@ -128,11 +129,11 @@ class Step3:
     <｜tool_call_end｜><｜tool_calls_end｜>`` (StepFun Step-3)."""
 
     name, markers = "step3", ("<steptml:invoke",)
-    _invoke = re.compile(r"<steptml:invoke\b([^>]{0,400})>(.*?)(?:</steptml:invoke>|"
+    _invoke = lazy(r"<steptml:invoke\b([^>]{0,400})>(.*?)(?:</steptml:invoke>|"
                          r"(?=<steptml:invoke\b)|\Z)", re.S)
-    _parameter = re.compile(r"<steptml:parameter\b([^>]{0,400})>(.*?)(?:</steptml:parameter>|"
+    _parameter = lazy(r"<steptml:parameter\b([^>]{0,400})>(.*?)(?:</steptml:parameter>|"
                             r"(?=<steptml:parameter\b)|(?=</steptml:invoke>))", re.S)
-    _opening = re.compile(r"<steptml:parameter\b")
+    _opening = lazy(r"<steptml:parameter\b")
 
     def read(self, text: str) -> Found | None:
         return _invocations(self.name, self._invoke, self._parameter, self._opening, text)
@@ -144,18 +145,18 @@ class NamedFunction:
 
     name, markers = "function_name", ("<function ", "<functionname=", "<function\u0120",
                                       "<function\n")
-    _invoke = re.compile(r"<function((?:[\s\u0120]|(?=name\s*=))[^>]{0,400})>(.*?)"
+    _invoke = lazy(r"<function((?:[\s\u0120]|(?=name\s*=))[^>]{0,400})>(.*?)"
                          r"(?:</function>|(?=<function[\s\u0120])|\Z)", re.S)
-    _parameter = re.compile(r"<param(?:eter)?((?:[\s\u0120]|(?=name\s*=))[^>]{0,400})>(.*?)"
+    _parameter = lazy(r"<param(?:eter)?((?:[\s\u0120]|(?=name\s*=))[^>]{0,400})>(.*?)"
                             r"(?:</param(?:eter)?>|(?=<param)|(?=</function>))", re.S)
-    _opening = re.compile(r"<param")
+    _opening = lazy(r"<param")
 
     def read(self, text: str) -> Found | None:
         return _invocations(self.name, self._invoke, self._parameter, self._opening, text)
 
 
 _DSML = r"[｜|]DSML[｜|]"
-_DSML_CLOSE_ESCAPED = re.compile(r"&lt;(/[｜|]DSML[｜|]parameter>)")
+_DSML_CLOSE_ESCAPED = lazy(r"&lt;(/[｜|]DSML[｜|]parameter>)")
 
 
 class DeepSeekDsml:
@@ -164,11 +165,11 @@ class DeepSeekDsml:
     ``string="false"`` value is JSON."""
 
     name, markers = "deepseek_dsml", ("<｜DSML｜", "<|DSML|")
-    _invoke = re.compile(rf"<{_DSML}invoke\b([^>]{{0,400}})>(.*?)(?:</{_DSML}invoke>|"
+    _invoke = lazy(rf"<{_DSML}invoke\b([^>]{{0,400}})>(.*?)(?:</{_DSML}invoke>|"
                          rf"(?=<{_DSML}invoke\b)|\Z)", re.S)
-    _parameter = re.compile(rf"<{_DSML}parameter\b([^>]{{0,400}})>(.*?)</{_DSML}parameter>",
+    _parameter = lazy(rf"<{_DSML}parameter\b([^>]{{0,400}})>(.*?)</{_DSML}parameter>",
                             re.S)
-    _opening = re.compile(rf"<{_DSML}parameter\b")
+    _opening = lazy(rf"<{_DSML}parameter\b")
 
     def read(self, text: str) -> Found | None:
         found = _invocations(self.name, self._invoke, self._parameter, self._opening, text)
@@ -194,10 +195,10 @@ class Glm:
     arguments is ``<tool_call>NAME</tool_call>``."""
 
     name, markers = "glm", ("<tool_call>",)
-    _block = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
-    _pair = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|"
+    _block = lazy(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+    _pair = lazy(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|"
                        r"(?=<arg_key>)|(?=</tool_call>))", re.S)
-    _tool = re.compile(r"[A-Za-z_][\w.-]*")
+    _tool = lazy(r"[A-Za-z_][\w.-]*")
 
     def read(self, text: str) -> Found | None:
         calls = []
@@ -231,9 +232,9 @@ class Hunyuan:
     for Hunyuan 3, a hash for HY4, which leaves out ``<tool_sep>``)."""
 
     name, markers = "hunyuan", ("<tool_call:",)
-    _block = re.compile(r"<tool_call:(\w{1,40})>(.*?)(?:</tool_call:\1>|(?=<tool_call:\1>)|\Z)",
+    _block = lazy(r"<tool_call:(\w{1,40})>(.*?)(?:</tool_call:\1>|(?=<tool_call:\1>)|\Z)",
                         re.S)
-    _name = re.compile(r"\s*([^<\s]+)\s*")
+    _name = lazy(r"\s*([^<\s]+)\s*")
 
     def read(self, text: str) -> Found | None:
         calls = []
