@@ -141,8 +141,7 @@ class DecisionParser:
                 rule="reasoning_only")]
         # What is read for calls: not the code blocks prose shows (the answer keeps them).
         scan = _jsonscan.without_shown_code(text)
-        recipient = _RECIPIENT_LINE.match(scan)
-        if recipient and self.tool_names and recipient.group(1) in {*self.tool_names, "all"}:
+        if self._recipient_first(scan):
             scan = ">>>" + scan.lstrip()  # Functionary v3.2: the prompt ends in ">>>"
         if _MARKERS.search(scan):
             for reader in READERS:
@@ -186,6 +185,19 @@ class DecisionParser:
                 "the output looked like JSON but could not be read; reply with one valid JSON "
                 "object or a plain-text answer", rule="unparseable", content=text[:500])]
         return [AgentDecision(type="final_answer", content=text.strip(), rule="plain_text")]
+
+    def _recipient_first(self, text: str) -> bool:
+        """Whether ``text`` begins with Functionary v3.2's first recipient: a line naming
+        one of the tools with JSON after it (code after ``python``; or more recipients),
+        or ``all``. An answer whose first line is a word that names a tool is not one."""
+        line = _RECIPIENT_LINE.match(text)
+        if line is None or not self.tool_names:
+            return False
+        name = line.group(1)
+        if name == "all":
+            return True
+        return name in self.tool_names and (
+            name == "python" or text[line.end():].lstrip().startswith("{") or ">>>" in text)
 
     def _several_calls(self, text: str, spans: list[tuple[int, int]]) -> list[AgentDecision]:
         """Several JSON calls in one output (``spans``), with ``;``, newlines or prose between

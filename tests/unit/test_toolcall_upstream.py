@@ -375,6 +375,9 @@ CASES: list[tuple[str, str, list[tuple[Any, ...]]]] = [
     ("functionary_v32_trailing_space", "special_function\n{\"arg1\": 1} \n                    ",
      [SF]),
     ("functionary_v32_cut", ">>>special_function\n{\"arg1\": ", [("invalid", "not readable")]),
+    # ours: an answer whose first line is only a word that names a tool stays an answer
+    ("functionary_v32_tool_word_then_prose", "search\nis what I would do first.",
+     [("final_answer", "search\nis what I would do first.")]),
     ("firefunction_v2", " functools[{\"name\": \"special_function\", \"arguments\": "
      "{\"arg1\": 1}}]", [SF]),
     # --- Command R7B / R+: llama.cpp tests/test-chat.cpp ----------------------------------
