@@ -68,9 +68,9 @@ def to_mrkdwn(markdown: str) -> str:
     out = []
     for i, part in enumerate(parts):
         if i % 2 == 1:
-            out.append(_slack_escape(part))
+            out.append(slack_escape(part))
             continue
-        text = _slack_escape(part)
+        text = slack_escape(part)
         text = re.sub(r"\[([^\]]+)\]\((https?://[^)\s]+)\)", r"<\2|\1>", text)
         text = re.sub(r"^#{1,6}\s+(.+)$", r"*\1*", text, flags=re.MULTILINE)
         text = re.sub(r"\*\*(.+?)\*\*|__(.+?)__",
@@ -83,7 +83,9 @@ def to_mrkdwn(markdown: str) -> str:
     return "".join(out)
 
 
-def _slack_escape(text: str) -> str:
+def slack_escape(text: str) -> str:
+    """&, < and > as the entities Slack requires: nothing in the text is read as a mention
+    (``<!channel>``), a user or a link (``<https://x|click>``)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
