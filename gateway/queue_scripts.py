@@ -26,10 +26,13 @@ local function read_head(queue, attempts, control, meta, window, task_prefix)
 end
 """
 
-# Queue an item (or, in steer mode, hand it to the running task), unless its dedupe key was
-# seen. A held conversation is not woken: its holder takes the item when it completes the
-# one before (COMPLETE reads the next head in the same step), or, if the holder dies, any
-# worker does from `pending` once the lease has expired; in interrupt mode the running task
+# Queue an item (or, in steer mode, hand it to the running task when it is a message from
+# the person whose task runs: the same channel and user as the head item, a message or an
+# approval being applied, not a scheduled run or a workflow; anyone else's message would
+# run with that person's role and approvals), unless its dedupe key was seen. A held
+# conversation is not woken: its holder takes the item when it completes the one before
+# (COMPLETE reads the next head in the same step), or, if the holder dies, any worker does
+# from `pending` once the lease has expired; in interrupt mode the running task
 # is flagged. A free one is taken, given a lease token (this process has a free worker):
 # its lock, with the head read as a claim does; otherwise a worker of any replica is woken.
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
@@ -44,8 +47,15 @@ if KEYS[1] ~= '' then
 end
 local busy = redis.call('EXISTS', KEYS[6]) == 1
 if ARGV[5] == 'steer' and busy and redis.call('LLEN', KEYS[2]) > 0 then
-  redis.call('RPUSH', KEYS[5], ARGV[1])
-  return {'steered'}
+  local running = cjson.decode(redis.call('LINDEX', KEYS[2], 0))
+  local arriving = cjson.decode(ARGV[1])
+  if (running['kind'] == 'message' or running['kind'] == 'approval')
+     and arriving['kind'] == 'message'
+     and running['inbound']['channel'] == arriving['inbound']['channel']
+     and running['inbound']['user_id'] == arriving['inbound']['user_id'] then
+    redis.call('RPUSH', KEYS[5], ARGV[1])
+    return {'steered'}
+  end
 end
 redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2])
