@@ -48,6 +48,54 @@ async def test_steer_mode_steers_only_with_the_tasks_own_requester(
     assert answers(h)[-1]["text"] == "answered the other member"
 
 
+async def test_interrupt_mode_interrupts_only_for_the_tasks_own_requester(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, slack_progress="off", hermes_busy_mode="interrupt")
+    h.model.add(SLOW, Reply("report built"), Reply("answered the other member"))
+    root = ts()
+    await send(h, event_body(mention("build the report", user="U1", message_ts=root)))
+    await h.wait_for(lambda: len(h.model.requests) == 1)
+    await send(h, event_body(mention("stop that and tell me a joke", user="U2",
+                                     thread_ts=root)))
+    await h.wait_for(lambda: any(a["text"] == "answered the other member" for a in answers(h)))
+    await h.wait_idle()
+    texts = [a["text"] for a in answers(h)]
+    assert texts.index("report built") < texts.index("answered the other member"), \
+        "another member's message waited its turn"
+    assert not any("newer message" in t for t in texts), texts
+
+
+async def test_a_question_is_answered_only_by_the_person_it_asked(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, slack_progress="off")
+    h.model.add(Reply.call("ask_user", {"question": "Which account, U1?"}),
+                Reply("U2's own answer"), Reply("charged the account U1 named"))
+    root = ts()
+    await send(h, event_body(mention("charge my account", user="U1", message_ts=root)))
+    await h.wait_for(lambda: any("Which account" in a["text"] for a in answers(h)))
+    await h.wait_idle()
+    # Another member's message in the thread is their own task, not U1's answer.
+    await send(h, event_body(mention("the attacker's account 666", user="U2",
+                                     thread_ts=root)))
+    await h.wait_for(lambda: any(a["text"] == "U2's own answer" for a in answers(h)))
+    await h.wait_idle()
+    store = h.gateway.parts.opened.store
+    cid = f"slack:T1:C9:{root}"
+
+    async def tasks() -> dict[str, tuple[str, str | None]]:
+        return {t.user_id: (t.status, t.answer) for t in await store.recent_tasks(cid, 10)
+                if not t.extra.get("continued")}
+
+    assert await tasks() == {"slack:U1": ("asked_user", None),
+                             "slack:U2": ("answered", "U2's own answer")}, \
+        "U2's message did not resume U1's task"
+    await send(h, event_body(mention("account 42", user="U1", thread_ts=root)))
+    await h.wait_for(lambda: any(a["text"] == "charged the account U1 named"
+                                 for a in answers(h)))
+    await h.wait_idle()
+    assert (await tasks())["slack:U1"] == ("answered", "charged the account U1 named")
+
+
 # --- /stop, /reset, /forget ---------------------------------------------------------------
 
 
