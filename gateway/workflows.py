@@ -109,7 +109,7 @@ class WorkflowTasks:
                       resume: bool) -> TaskResponse:
         """The run's answer, its steps shown as the task's progress meanwhile."""
         from hub import LogEvent
-        from hub.bus import log_subject
+        from hub.subjects import log_subject
 
         async def step(msg: Any) -> None:
             try:

@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bus import Bus, Headers, log_subject
+from ..bus import Bus, Headers
 from ..messages import LogEvent
+from ..subjects import log_subject
 from .definition import Step
 from .store import Run, WorkflowStore
 

@@ -18,10 +18,11 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from ..bus import RESEND_WINDOW, reply_subject, request_subject
+from ..bus import RESEND_WINDOW
 from ..discovery import choose, discover
 from ..errors import BusOverloaded
 from ..messages import TaskRequest, TaskResponse, Violation
+from ..subjects import answers_for, replies_to
 from .definition import Step
 from .document import MissingInput, resolve
 from .live import LiveRun
@@ -140,7 +141,7 @@ async def _send(live: LiveRun, step: Step, *, agent: str | None,
 
 
 async def _publish(live: LiveRun, sent: Sent) -> None:
-    await live.bus.publish(request_subject(sent.agent), request_of(live, sent),
+    await live.bus.publish(live.bus.request_subject(sent.agent), request_of(live, sent),
                            live.headers)
 
 
@@ -161,17 +162,18 @@ async def _await(live: LiveRun, sent: Sent, *, resend: bool) -> TaskResponse | N
     answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
 
     async def on_reply(msg: Msg) -> None:
+        if not answers_for(msg, sent.agent, sent.task_id):
+            return
         answer = _answer_in(live, msg.data, sent)
         if answer is not None and not answered.done():
             answered.set_result(answer)
 
-    subscription = await live.bus.nc.subscribe(reply_subject(sent.sender_id),
-                                               cb=on_reply)
+    subscription = await live.bus.nc.subscribe(replies_to(sent.sender_id), cb=on_reply)
     try:
         if not resend:
             await _publish(live, sent)
         else:  # its answer may have come while no copy listened
-            kept = await live.bus.kept_answer(request_of(live, sent))
+            kept = await live.bus.kept_answer(request_of(live, sent), sent.agent)
             if kept is not None:
                 return kept
             if not answered.done() and time.time() - sent.timestamp < RESEND_WINDOW:

@@ -11,12 +11,12 @@ from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.runtime import build_runtime
 from agent_core.store import MemoryConversationStore
 from hub import HubSettings, TaskRequest
-from hub.bus import reply_subject
 from hub.deadlines import DeadlineWatch
 from hub.delegation import HubDelegation
 from hub.discovery import Candidate, Discovery, Heartbeats, choose, discover
 from hub.loop_agent import LoopAgent
 from hub.replay import replay
+from hub.subjects import replies_to, reply_subject
 from tests.hub.conftest import BusFactory, RunnerFactory, unique
 from tests.hub.test_bus import Echo, Hang, until, watch
 
@@ -32,7 +32,7 @@ async def test_the_hub_answers_timeout_when_the_agent_hangs_and_drops_its_late_a
         await run_agent(await make_bus(), slow)
         caller = await make_bus()
         request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=400)
-        replies = await watch(caller, reply_subject(request.sender_id))
+        replies = await watch(caller, replies_to(request.sender_id))
         response = await caller.request(agent_id, request)
         assert response.status == "failed" and response.error_code == "TIMEOUT"
         assert response.sender_id == "hub", "the hub answered, not the caller's own timer"
@@ -247,7 +247,7 @@ async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
         await run_agent(await make_bus(), Hang(agent_id))
         caller = await make_bus()
         request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=800)
-        replies = await watch(caller, reply_subject(request.sender_id))
+        replies = await watch(caller, replies_to(request.sender_id))
         response = await caller.request(agent_id, request)
         assert (response.sender_id, response.error_code) == ("hub", "TIMEOUT")
         watches = [w for w, _ in copies]
@@ -257,7 +257,7 @@ async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
                     and not any(w.watching(request.task_id) for w in watches))
         await caller.nc.flush()
         assert sum(w.timed_out for w in watches) == 1
-        assert [m.subject for m in replies] == [reply_subject(request.sender_id)], \
+        assert [m.subject for m in replies] == [reply_subject("hub", request.sender_id)], \
             "one TIMEOUT reached the caller, not one per copy"
 
         discoveries = [d for _, d in copies]

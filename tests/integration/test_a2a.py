@@ -22,6 +22,7 @@ from google.protobuf.json_format import MessageToDict
 from agent_core.models.replay import Reply
 from gateway.api.a2a import _EDGE as EDGE
 from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
+from tests.conftest import NatsServer
 from tests.integration.conftest import GatewayFactory, Harness
 
 KEY = "a2a-test-key-0123456789abcdef"
@@ -75,12 +76,13 @@ class Edge:
 
 
 @pytest.fixture
-async def edge(make_gateway: GatewayFactory, nats_url: str, tmp_path: Path
+async def edge(make_gateway: GatewayFactory, nats: NatsServer, tmp_path: Path
                ) -> AsyncIterator[Edge]:
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url, hermes_api_keys=[KEY])
-    bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                        hermes_data_dir=tmp_path))
+    h = await make_gateway(hermes_hub=True, hermes_api_keys=[KEY], **nats.settings())
     agent = Claims()
+    bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings(agent.agent_id)),
+        identity=agent.agent_id)
     runner = AgentRunner(bus, agent)
     await runner.start()
     base = str(h.client.make_url("")).rstrip("/")

@@ -11,6 +11,7 @@ from typing import Any
 from agent_core.models.replay import Reply
 from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
 from hub.discovery import discover
+from tests.conftest import NatsServer
 from tests.integration.conftest import GatewayFactory
 from tests.integration.test_slack import answers, event_body, mention, send
 
@@ -46,12 +47,15 @@ def delegating(path: str, body: dict[str, Any]) -> Reply:
 
 
 async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
-        make_gateway: GatewayFactory, nats_url: str, tmp_path: Any) -> None:
-    h = await make_gateway(slack=True, hermes_hub=True, nats_url=nats_url)
+        make_gateway: GatewayFactory, nats: NatsServer, tmp_path: Any) -> None:
+    h = await make_gateway(slack=True, hermes_hub=True, **nats.settings())
     assert h.slack is not None and h.gateway.parts.bus is not None
     h.model.responder = delegating
-    agent_bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                              hermes_data_dir=tmp_path))
+    # The validator runs as an agent of its own: its identity's credentials, its consumer
+    # made by the gateway's hub services.
+    agent_bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings(Validator.agent_id)),
+        identity=Validator.agent_id)
     validator = Validator()
     runner = AgentRunner(agent_bus, validator)
     await runner.start()
@@ -82,4 +86,3 @@ async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
     finally:
         await runner.stop()
         await agent_bus.close()
-
