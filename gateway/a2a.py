@@ -232,6 +232,8 @@ class A2AEdge:
         bus = self._bus
         deadline = inbound.deadline_ms or min(
             _MAX_DEADLINE_MS, int(self.gateway.settings.hermes_run_timeout * 1000))
+        # An A2A caller acts for no conversation: the request names none, so no agent
+        # reads any chat's data for it (the retriever refuses conversation:<id>).
         request = TaskRequest(sender_id=self._sender_of(record), task_id=record.hmp_task_id,
                               message_id=record.hmp_task_id, intent=record.intent,
                               correlation_id=record.correlation_id, deadline_ms=deadline,

@@ -31,6 +31,9 @@ class LiveRun:
     bus: Bus
     store: WorkflowStore
     agent_id: str
+    #: The conversation the run acts for, as the bus proved it of the run's request
+    #: (``TaskRequest.conversation``): each step's request carries it on.
+    conversation: str | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: Changes (a step's end) not yet written to the run's entry.

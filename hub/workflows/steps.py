@@ -146,12 +146,14 @@ async def _publish(live: LiveRun, sent: Sent) -> None:
 
 
 def request_of(live: LiveRun, sent: Sent) -> TaskRequest:
-    """The task_request ``sent`` stands for (the same message each time it is built)."""
+    """The task_request ``sent`` stands for (the same message each time it is built), for
+    the run's conversation (a run started for a chat reads that chat's data, and none
+    other; one started from outside, none)."""
     return TaskRequest(message_id=sent.task_id, sender_id=sent.sender_id,
                        receiver_id=sent.agent, correlation_id=live.run.correlation_id,
                        task_id=sent.task_id, intent=sent.intent,
                        arguments=sent.arguments, deadline_ms=sent.deadline_ms,
-                       timestamp=sent.timestamp)
+                       timestamp=sent.timestamp).for_conversation(live.conversation)
 
 
 async def _await(live: LiveRun, sent: Sent, *, resend: bool) -> TaskResponse | None:

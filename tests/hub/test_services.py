@@ -128,7 +128,7 @@ async def test_a_taskloop_agent_answers_a_delegated_task(
         await until(lambda: discovery.live(capability))
         outcome = await HubDelegation(bus, "gateway").delegate(
             capability, "how much did sales grow?", arguments={}, deadline_ms=20_000,
-            correlation_id="trace-1")
+            correlation_id="trace-1", conversation_id=None)
         assert outcome.status == "success" and outcome.agent_id == agent.agent_id
         assert outcome.result["answer"] == "Growth was 20%."
         assert outcome.result["tool_calls"] == 1
@@ -139,7 +139,8 @@ async def test_a_taskloop_agent_answers_a_delegated_task(
         assert [(m["event_type"], m["details"]["tool"]) for m in told] == [
             ("tool_started", "calc_growth_rate"), ("tool_finished", "calc_growth_rate")]
         missing = await HubDelegation(bus, "gateway").delegate(
-            "no_such_capability", "x", arguments={}, deadline_ms=1000, correlation_id="t")
+            "no_such_capability", "x", arguments={}, deadline_ms=1000, correlation_id="t",
+            conversation_id=None)
         assert (missing.status, missing.error_code) == ("failed", "NO_AGENT")
     finally:
         await discovery.stop()

@@ -303,3 +303,39 @@ async def test_a_task_whose_process_stopped_following_it_catches_up_on_get(
             await asyncio.sleep(0.05)
     assert got.status.state == pb.TASK_STATE_COMPLETED
     assert got.artifacts[0].parts[0].text == "claim slow, then fine is valid"
+
+
+async def test_an_a2a_caller_cannot_read_a_conversations_archive(
+        make_gateway: GatewayFactory, nats: NatsServer) -> None:
+    """An A2A caller acts for no conversation: asking the retriever (or the rag_answer
+    workflow) for ``conversation:<id>``, with or without a conversation_id, is refused."""
+    from agent_core.messages import Message
+
+    h = await make_gateway(hermes_hub=True, hub_rag=True, hermes_api_keys=[KEY],
+                           **nats.settings())
+    store = h.gateway.parts.opened.store
+    said = [Message(role="user", content="my card PIN is 8841")]
+    await store.append("telegram:5550123", said)
+    await store.rewrite_window("telegram:5550123", [], said, base=[m.id for m in said])
+    base = str(h.client.make_url("")).rstrip("/")
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"},
+                                 timeout=60) as http:
+        async with asyncio.timeout(20):
+            while (await http.get(f"{base}/a2a/retriever/.well-known/agent-card.json")
+                   ).status_code != 200:
+                await asyncio.sleep(0.05)
+        edge = Edge(h, base, Claims(), None, http)  # type: ignore[arg-type]
+        wanted = {"knowledge_base_id": "conversation:telegram:5550123",
+                  "conversation_id": "telegram:5550123"}
+        for agent_id, data, code in (
+                ("retriever", {"query": "card PIN", **wanted}, "PERMISSION"),
+                ("workflow-executor", {"workflow_id": "rag_answer",
+                                       "input": {"text": "card PIN?", **wanted}},
+                 "STEP_FAILED")):
+            client = await edge.client(agent_id)
+            [event] = await events(client, message("card PIN", data=data))
+            assert event.task.status.state == pb.TASK_STATE_FAILED, agent_id
+            assert event.task.status.message.parts[0].text.startswith(code), \
+                event.task.status.message
+            assert "8841" not in str(MessageToDict(event.task))
+

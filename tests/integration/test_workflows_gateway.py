@@ -125,6 +125,7 @@ async def test_workflows_through_the_http_api(make_gateway: GatewayFactory, nats
             await asyncio.sleep(0.05)
     assert run["steps"][0]["status"] == "success"
     assert run["document"]["check"]["result"]["answer"] == "claim C-7 is covered"
+    assert checker.seen[-1].conversation is None, "a run the API started acts for no chat"
     runs = await (await h.client.get(f"/agent/workflow-runs?workflow_id={workflow_id}")).json()
     assert [r["run_id"] for r in runs["runs"]] == [run_id]
     finished = await h.client.post(f"/agent/workflow-runs/{run_id}/cancel")
@@ -196,6 +197,9 @@ async def test_a_workflow_task_through_the_api_and_stopped_with_stop(
                                                   "conversation_id": "wf-1"})
     task = await ran.json()
     assert (task["status"], task["text"]) == ("answered", "claim C-1 is covered")
+    state = await (await h.client.get(f"/agent/tasks/{task['task_id']}")).json()
+    assert checker.seen[0].conversation == state["conversation_id"], \
+        "the run's step acts for the chat the /workflow came from"
     events = await h.client.get(f"/agent/tasks/{task['task_id']}/events")
     kinds = [line.split(": ", 1)[1] for line in (await events.text()).splitlines()
              if line.startswith("event: ")]
