@@ -190,9 +190,10 @@ async def test_an_agent_reads_no_request_but_its_own(
         # The stream's messages, read directly.
         f"$JS.API.STREAM.MSG.GET.{TASKS}": lambda: js.get_last_msg(
             TASKS, request_subject(victim.agent_id)),
-        # A consumer of its own over every request (ordered, or durable and pulled).
-        f"$JS.API.CONSUMER.CREATE.{TASKS}": lambda: js.subscribe(
-            "task.request.>", stream=TASKS, ordered_consumer=True),
+        # A consumer of its own over every request (ephemeral, as an ordered consumer
+        # makes, or named and pulled).
+        f"$JS.API.CONSUMER.CREATE.{TASKS}": lambda: js.add_consumer(
+            TASKS, ConsumerConfig(filter_subject="task.request.>")),
         f"$JS.API.CONSUMER.CREATE.{TASKS}.sniff": lambda: js.add_consumer(
             TASKS, ConsumerConfig(name="sniff", filter_subject="task.request.>")),
         # Its own durable consumer widened to every request.
