@@ -168,7 +168,8 @@ async def a2a_round_trips(settings: HubSettings, bus: Bus, n: int
 
     app = create_app(GatewaySettings(  # type: ignore[call-arg]
         _env_file=None, nats_url=[u.get_secret_value() for u in settings.nats_url],
-        hermes_data_dir=settings.hermes_data_dir, hermes_hub=True, hub_executor=False))
+        nats_creds_file=settings.nats_creds_file, hermes_data_dir=settings.hermes_data_dir,
+        hermes_hub=True, hub_executor=False))
     site_runner = web.AppRunner(app, access_log=None)
     await site_runner.setup()
     site = web.TCPSite(site_runner, "127.0.0.1", 0)
@@ -210,6 +211,7 @@ async def main(requests: int, contexts: int, runs: int) -> None:
         server = EmbeddedNats(Path(tmp))
         info = await server.start()
         settings = HubSettings(_env_file=None, nats_url=info.url,  # type: ignore[call-arg]
+                               nats_creds_file=str(server.creds("hub")),
                                hermes_data_dir=Path(tmp))
         bus = await Bus.connect(settings)
         agent_bus = await Bus.connect(settings)

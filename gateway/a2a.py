@@ -226,12 +226,14 @@ class A2AEdge:
 
     async def _run_hub(self, record: Record, inbound: a2a.Inbound, live: _Live) -> None:
         from hub import LogEvent, TaskRequest
-        from hub.bus import log_subject
         from hub.errors import BusOverloaded
+        from hub.subjects import log_subject
 
         bus = self._bus
         deadline = inbound.deadline_ms or min(
             _MAX_DEADLINE_MS, int(self.gateway.settings.hermes_run_timeout * 1000))
+        # An A2A caller acts for no conversation: the request names none, so no agent
+        # reads any chat's data for it (the retriever refuses conversation:<id>).
         request = TaskRequest(sender_id=self._sender_of(record), task_id=record.hmp_task_id,
                               message_id=record.hmp_task_id, intent=record.intent,
                               correlation_id=record.correlation_id, deadline_ms=deadline,
@@ -322,7 +324,7 @@ class A2AEdge:
 
             kept = await self._bus.kept_answer(TaskRequest(
                 sender_id=self._sender_of(record), task_id=record.hmp_task_id,
-                intent=record.intent, deadline_ms=1))
+                intent=record.intent, deadline_ms=1), record.agent)
             if kept is not None:
                 events = a2a.finish(record.task, kept.status, kept.result, kept.error_code)
         if events:

@@ -25,13 +25,16 @@ def add_commands(sub: Any) -> None:
                                      "contexts, tools)")
     hub.add_argument("action", nargs="?", default="run",
                      choices=["run", "status", "replay", "workflows", "load", "runs", "show",
-                              "cancel"],
+                              "cancel", "credentials", "schemas"],
                      help="run the services (default); status: agents and stream depths; "
                           "replay <correlation or run id>: its messages in order; "
                           "workflows: the kept workflows; load <file.yaml>: keep its "
                           "definitions; runs: the latest runs; show <run id>: one run; "
-                          "cancel <run id>")
+                          "cancel <run id>; credentials --agent ID: issue an agent's NATS "
+                          "credentials (the embedded server) or print its permissions; "
+                          "schemas: publish the built-in HMP schemas (as the schema admin)")
     hub.add_argument("target", nargs="?", help="for replay, load, show and cancel")
+    hub.add_argument("--agent", help="for credentials: the agent's id")
     hub.set_defaults(handler=cmd_hub)
     agent = sub.add_parser("agent", help="run a TaskLoop agent on the hub")
     agent.add_argument("--id", required=True, help="the agent's id (copies share one)")
@@ -54,6 +57,10 @@ def cmd_hub(args: argparse.Namespace, settings: GatewaySettings) -> int:
         raise ConfigError(f"hub {args.action} needs "
                           + ("a file" if args.action == "load" else "a run id" if args.action
                              in ("show", "cancel") else "a correlation id or a run id"))
+    if args.action == "credentials":
+        return _credentials(settings, args.agent)
+    if args.action == "schemas":
+        return asyncio.run(_schemas(settings))
     if args.action == "replay":
         return asyncio.run(_replay(settings, args.target))
     if args.action in ("workflows", "load", "runs", "show", "cancel"):
@@ -88,7 +95,41 @@ def cmd_agent(args: argparse.Namespace, settings: GatewaySettings) -> int:
     # Loaded again, so the agent's own values are checked like any setting.
     own = load_settings(GatewaySettings, _env_file=args.env_file or ".env", **update)
     register_secrets(own.secret_values())
-    return asyncio.run(_agent(own, args.id, capabilities))
+    from hub.identity import check_agent_id
+
+    return asyncio.run(_agent(own, check_agent_id(args.id), capabilities))
+
+
+def _credentials(settings: GatewaySettings, agent_id: str | None) -> int:
+    """An agent's NATS credentials: issued under the data directory for the embedded
+    server; for a server of one's own, the nsc command that makes its user."""
+    from hub.identity import check_agent_id, nsc_command
+
+    if not agent_id:
+        raise ConfigError("hub credentials needs --agent <agent id>")
+    check_agent_id(agent_id)
+    if settings.nats_url:
+        print(f"# NATS_URL names a server of your own: make {agent_id!r} a user of the "
+              "hub's account with exactly these permissions, and give the agent its "
+              ".creds file as NATS_CREDS_FILE (docs/hub.md, Identities).")
+        print(nsc_command(agent_id))
+        return 0
+    from hub.server import EmbeddedNats
+
+    path = EmbeddedNats(settings.hermes_data_dir).authority.issue(agent_id)
+    print(path)
+    _console(stderr=True).print(f"credentials of agent [bold]{agent_id}[/] issued (0600): "
+                                "`hermes-gateway agent --id` on this data directory uses "
+                                "them; elsewhere, give them as NATS_CREDS_FILE")
+    return 0
+
+
+async def _schemas(settings: GatewaySettings) -> int:
+    from hub.schemas import publish_builtin_schemas
+
+    await publish_builtin_schemas(settings)
+    print("the built-in HMP v1 schemas are published where the bucket had none")
+    return 0
 
 
 async def _services(settings: GatewaySettings) -> int:
@@ -123,7 +164,7 @@ async def _agent(settings: GatewaySettings, agent_id: str,
     tracing.configure(f"hermes-agent-{agent_id}")
     model = None if settings.model_configured else UnconfiguredModel()
     runtime = build_runtime(settings, store=MemoryConversationStore(), model=model)
-    bus = await Bus.connect(settings)
+    bus = await Bus.connect(settings, identity=agent_id)
     runner = AgentRunner(bus, LoopAgent(agent_id, capabilities, runtime))
     try:
         await start_mcp(runtime)

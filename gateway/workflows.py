@@ -7,7 +7,8 @@ the API's task). Its worker sends the ``run_workflow`` request with a sender id 
 (``gateway-wf.<task id>``) and keeps when and to which executor in the task's state first,
 so a worker that continues the task after another died reads the answer that came
 meanwhile, or waits for it, instead of starting the run again. Each step's start and end is
-shown as the task's progress; /stop cancels the run.
+shown as the task's progress; /stop cancels the run. The run acts for the conversation it
+was asked in (its steps may read that conversation's data, and no other's).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class WorkflowTasks:
             sender_id=f"gateway-wf.{state.task_id}", correlation_id=state.task_id,
             intent="run_workflow", timestamp=kept["sent_at"], deadline_ms=_DEADLINE_MS,
             arguments={"workflow_id": kept["workflow_id"], "version": kept["version"],
-                       "input": kept["input"]})
+                       "input": kept["input"]}).for_conversation(state.conversation_id)
         try:
             response = await self._follow(state, request, kept["executor"],
                                           resume=stored is not None)
@@ -109,7 +110,7 @@ class WorkflowTasks:
                       resume: bool) -> TaskResponse:
         """The run's answer, its steps shown as the task's progress meanwhile."""
         from hub import LogEvent
-        from hub.bus import log_subject
+        from hub.subjects import log_subject
 
         async def step(msg: Any) -> None:
             try:

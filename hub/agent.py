@@ -3,7 +3,9 @@ one on the bus.
 
 An ``Agent`` answers ``on_message(request)`` with a ``TaskResponse`` and may ``publish``
 other messages (a log event, a context update). ``AgentRunner`` pulls the agent's requests
-from its durable consumer (every running copy of one agent id pulls from the same one),
+from its durable consumer (every running copy of one agent id pulls from the same one; the
+hub's core makes it: ``enrolment``), tells the agent who sent each request and for which
+conversation, as the bus proved it (``TaskRequest.requester``, ``.conversation``),
 answers a request that breaks a rule with a failed response naming the field and the rule,
 publishes the agent's answer, and only then acknowledges the request. A handler that
 fails has its request redelivered with backoff; after the last delivery the request goes
@@ -25,23 +27,17 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from agent_core import tracing
 from agent_core.background import Background
 
-from .bus import (
-    TASKS,
-    Bus,
-    Headers,
-    durable_of,
-    reply_subject,
-    request_subject,
-    traceparent_of,
-)
+from .bus import TASKS, Bus, Headers, traceparent_of
 from .deadlines import deadline_of
 from .discovery import Heartbeats
+from .enrolment import consumer_for
+from .identity import check_agent_id
 from .messages import Envelope, TaskRequest, TaskResponse, Violation
+from .subjects import conversation_of, reply_subject, requester_of
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +99,9 @@ class AgentRunner:
         self._slots = asyncio.Semaphore(max(1, agent.concurrency))
         self._handlers: set[asyncio.Task[None]] = set()
         self._handing_back = False
+        #: The consumer's (the core made it with its settings).
+        self._ack_wait = bus.settings.hub_ack_wait
+        self._max_deliver = bus.settings.hub_max_deliver
 
     @property
     def busy(self) -> bool:
@@ -111,16 +110,11 @@ class AgentRunner:
 
     async def start(self) -> None:
         """Bind to the agent's durable consumer and start pulling."""
-        settings = self.bus.settings
-        durable = durable_of(self.agent.agent_id)
-        config = ConsumerConfig(
-            durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL, ack_wait=settings.hub_ack_wait,
-            max_deliver=settings.hub_max_deliver,
-            filter_subject=request_subject(self.agent.agent_id))
-        self._subscription = await self.bus.js.pull_subscribe(
-            request_subject(self.agent.agent_id), durable=durable, stream=TASKS,
-            config=config)
+        consumer = await consumer_for(self.bus, check_agent_id(self.agent.agent_id))
+        self._ack_wait = float(consumer.get("ack_wait") or self._ack_wait)
+        self._max_deliver = int(consumer.get("max_deliver") or self._max_deliver)
+        self._subscription = await self.bus.js.pull_subscribe_bind(
+            durable=str(consumer["durable"]), stream=TASKS)
         self._loop.start(self._pull(), name=f"agent-{self.agent.agent_id}")
         self.heartbeats.start()
         self._service = await self._serve_status()
@@ -215,7 +209,7 @@ class AgentRunner:
             self._slots.release()
 
     async def _in_progress(self, msg: Msg) -> None:
-        every = max(0.2, self.bus.settings.hub_ack_wait / 3)
+        every = max(0.2, self._ack_wait / 3)
         while True:
             await asyncio.sleep(every)
             with contextlib.suppress(Exception):
@@ -234,6 +228,7 @@ class AgentRunner:
                                               message_id=message.message_id,
                                               sender_id=message.sender_id))
             return
+        message.received(requester_of(msg.subject), conversation_of(msg))
 
         async def publish(subject: str, envelope: Envelope) -> bool:
             return await self.bus.publish(subject, envelope, headers)
@@ -257,7 +252,8 @@ class AgentRunner:
         except Exception as exc:
             await self._failed(msg, message, headers, exc)
             return
-        await self.bus.publish(reply_subject(message.sender_id), response, headers)
+        await self.bus.publish(reply_subject(self.agent.agent_id, message.sender_id),
+                               response, headers)
         await msg.ack()
         self.handled += 1
 
@@ -266,13 +262,15 @@ class AgentRunner:
         delivered = msg.metadata.num_delivered
         log.warning("agent %s failed on %s (delivery %d): %s: %s", self.agent.agent_id,
                     request.task_id, delivered, type(exc).__name__, exc)
-        if delivered < self.bus.settings.hub_max_deliver:
+        if delivered < self._max_deliver:
             await msg.nak(delay=min(30.0, 0.5 * 2 ** (delivered - 1)))
             return
         await self.bus.publish(f"dead.{self.agent.agent_id}", request, headers)
-        await self.bus.publish(reply_subject(request.sender_id), self.agent.respond(
-            request, "failed", {"error": f"{type(exc).__name__} on every delivery",
-                                "deliveries": delivered}, error_code="AGENT_FAILED"), headers)
+        failed = self.agent.respond(request, "failed", {
+            "error": f"{type(exc).__name__} on every delivery", "deliveries": delivered},
+            error_code="AGENT_FAILED")
+        await self.bus.publish(reply_subject(self.agent.agent_id, request.sender_id), failed,
+                               headers)
         await msg.term()
 
     async def _refuse(self, msg: Msg, violation: Violation) -> None:
@@ -282,7 +280,7 @@ class AgentRunner:
         if sender:
             correlation = (msg.headers or {}).get("Correlation-ID") or violation.message_id \
                 or "unknown"
-            await self.bus.publish(reply_subject(sender), TaskResponse(
+            await self.bus.publish(reply_subject(self.agent.agent_id, sender), TaskResponse(
                 sender_id=self.agent.agent_id, receiver_id=sender, correlation_id=correlation,
                 task_id=_task_id(msg.data) or violation.message_id or "unknown", status="failed",
                 error_code="INVALID_MESSAGE",

@@ -1,12 +1,15 @@
 """The bus: HMP messages on NATS JetStream.
 
-Subjects: ``task.request.<agent_id>`` (stream ``HMP_TASKS``: persisted, explicit ack, one
-durable consumer per agent id, which every running copy of the agent pulls from, so a
-second copy scales it out), answers on ``reply.<sender_id>`` (stream ``HMP_REPLIES``, also
-delivered to the waiting caller), requests that failed every delivery on
-``dead.<agent_id>`` (stream ``HMP_DEAD``). Every publish carries ``Nats-Msg-Id`` (the
-message id: JetStream drops a second publish of it within the duplicate window) and the
-``Correlation-ID`` and ``Trace-ID`` headers, which every hop copies onto what it sends.
+Subjects: ``task.request.<agent_id>.<sender identity>`` (stream ``HMP_TASKS``: persisted,
+explicit ack, one durable consumer per agent id, which every running copy of the agent pulls
+from, so a second copy scales it out), answers on ``reply.<responder>.<sender_id>`` (stream
+``HMP_REPLIES``, also delivered to the waiting caller), requests that failed every delivery
+on ``dead.<agent_id>`` (stream ``HMP_DEAD``). The identity tokens are what the server
+enforces (``identity``): a requester takes an answer only from the agent it asked (or the
+hub's own TIMEOUT), whatever the body's ``sender_id`` says. Every publish carries
+``Nats-Msg-Id`` (the message id: JetStream drops a second publish of it within the duplicate
+window) and the ``Correlation-ID`` and ``Trace-ID`` headers, which every hop copies onto what
+it sends; a request the core sends for a conversation carries ``Hmp-Conversation``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -27,12 +31,20 @@ from nats.js.errors import BadRequestError, NotFoundError
 from agent_core import tracing
 from agent_core.ids import new_id
 
-from .connection import open_connection
+from .connection import open_connection, shared_identity
 from .errors import BusOverloaded
+from .identity import CORE, durable_of
 from .messages import Envelope, Message, TaskRequest, TaskResponse, Violation, parse
-from .schemas import SchemaRegistry
+from .schemas import SchemaRegistry, seed_embedded
 from .server import EmbeddedNats
 from .settings import HubSettings
+from .subjects import (
+    CONVERSATION,
+    answers_for,
+    replies_to,
+    reply_subject,
+    request_subject,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,49 +96,52 @@ def traceparent_of(msg: Msg) -> str | None:
     return (msg.headers or {}).get(tracing.TRACEPARENT)
 
 
-def durable_of(agent_id: str) -> str:
-    """The durable consumer every copy of ``agent_id`` pulls from."""
-    return f"agent_{agent_id}".replace(".", "_")
-
-
-def request_subject(agent_id: str) -> str:
-    """Where requests for agent ``agent_id`` go."""
-    return f"task.request.{agent_id}"
-
-
-def reply_subject(sender_id: str) -> str:
-    """Where answers for ``sender_id`` go."""
-    return f"reply.{sender_id}"
-
-
-def log_subject(task_id: str) -> str:
-    """Where log events about task ``task_id`` go while it runs."""
-    return "log." + ("".join(c if c.isalnum() or c in "_-:@" else "_" for c in task_id)
-                     or "unknown")
-
-
 class Bus:
     """A connection to the hub: publish HMP messages, wait for answers."""
 
     def __init__(self, nc: Client, settings: HubSettings,
-                 embedded: EmbeddedNats | None = None) -> None:
+                 embedded: EmbeddedNats | None = None, *, identity: str = CORE) -> None:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.settings = settings
         self.embedded = embedded
+        #: Who this connection is on the hub (``identity``).
+        self.identity = identity
         #: agent id -> (requests waiting when last asked, when, published here since)
         self._depths: dict[str, tuple[int, float, int]] = {}
         #: The published schemas, once ``connect`` has opened them.
         self.schemas: SchemaRegistry | None = None
 
+    @property
+    def core(self) -> bool:
+        """Whether this is the hub's core (which keeps the streams and runs the services)."""
+        return self.identity == CORE
+
     @classmethod
-    async def connect(cls, settings: HubSettings) -> Bus:
-        """Connect to NATS_URL, or start (or reuse) the embedded server; streams ready."""
-        nc, embedded = await open_connection(settings)
-        bus = cls(nc, settings, embedded)
-        await bus.ensure_streams()
-        bus.schemas = await SchemaRegistry.open(bus.js)
+    async def connect(cls, settings: HubSettings, *, identity: str = CORE) -> Bus:
+        """Connect as ``identity`` to NATS_URL, or start (or reuse) the embedded server;
+        as the core, the streams ready."""
+        nc, embedded = await open_connection(settings, identity)
+        bus = cls(nc, settings, embedded, identity=identity)
+        try:
+            shared = shared_identity(settings)
+            if bus.core:
+                await bus.ensure_streams()
+                if shared:
+                    log.warning("NATS_URL without NATS_CREDS_FILE: every client holding this "
+                                "login acts as the hub's core (no agent identities; see "
+                                "docs/hub.md, Identities)")
+                elif embedded is not None:
+                    await seed_embedded(bus.js, settings)
+            bus.schemas = await SchemaRegistry.open(bus.js, seed=shared and bus.core)
+        except BaseException:
+            await bus.close()
+            raise
         return bus
+
+    def request_subject(self, agent_id: str) -> str:
+        """Where this connection sends requests for ``agent_id``."""
+        return request_subject(agent_id, self.identity)
 
     async def ensure_streams(self) -> None:
         """The hub's streams, created or brought to this configuration."""
@@ -173,9 +188,11 @@ class Bus:
     async def publish(self, subject: str, message: Envelope, headers: Headers) -> bool:
         """Persist ``message`` on ``subject``; False when JetStream already had it (the
         same message id within the duplicate window)."""
-        ack = await self.js.publish(subject, message.to_json(), headers=with_trace({
-            MSG_ID: message.message_id, CORRELATION: headers.correlation_id,
-            TRACE: headers.trace_id}))
+        sent = {MSG_ID: message.message_id, CORRELATION: headers.correlation_id,
+                TRACE: headers.trace_id}
+        if isinstance(message, TaskRequest) and message.conversation:
+            sent[CONVERSATION] = quote(message.conversation, safe="")
+        ack = await self.js.publish(subject, message.to_json(), headers=with_trace(sent))
         if ack.duplicate:
             log.info("duplicate publish of %s on %s dropped", message.message_id, subject)
         return not ack.duplicate
@@ -214,12 +231,20 @@ class Bus:
         log.warning("repaired broken JSON from %s on %s", sender, msg.subject)
         return parse(repaired, check)
 
-    async def kept_answer(self, request: TaskRequest) -> TaskResponse | None:
-        """The answer to ``request`` already kept in HMP_REPLIES, when its sender's reply
-        subject is its own (a sender id per request) and the answer is the last there."""
-        try:
-            msg = await self.js.get_last_msg(REPLIES, reply_subject(request.sender_id))
-        except NotFoundError:
+    async def kept_answer(self, request: TaskRequest, agent: str) -> TaskResponse | None:
+        """The answer of ``agent`` (or the hub's TIMEOUT) to ``request`` already kept in
+        HMP_REPLIES, when its sender id is its own (one per request) and the answer is the
+        last there."""
+        msg = None
+        for responder in dict.fromkeys((agent, CORE)):
+            try:
+                found = await self.js.get_last_msg(REPLIES, reply_subject(
+                    responder, request.sender_id))
+            except NotFoundError:
+                continue
+            if msg is None or (found.seq or 0) > (msg.seq or 0):
+                msg = found
+        if msg is None:
             return None
         try:
             answer = self.parse(msg.data or b"")
@@ -240,6 +265,8 @@ class Bus:
         answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
 
         async def on_reply(msg: Msg) -> None:
+            if not answers_for(msg, receiver, request.task_id):
+                return
             try:
                 message = await self.read(msg)
             except Violation as exc:
@@ -252,14 +279,13 @@ class Bus:
         pause = 0.0 if resume else await self.admit(receiver)  # before anything is sent
         if pause:
             await asyncio.sleep(pause)
-        subscription = await self.nc.subscribe(reply_subject(request.sender_id),
-                                               cb=on_reply)
+        subscription = await self.nc.subscribe(replies_to(request.sender_id), cb=on_reply)
         try:
-            kept = await self.kept_answer(request) if resume else None
+            kept = await self.kept_answer(request, receiver) if resume else None
             if kept is not None:
                 return kept
             if not resume or time.time() - request.timestamp < RESEND_WINDOW:
-                await self.publish(request_subject(receiver), request.model_copy(
+                await self.publish(self.request_subject(receiver), request.model_copy(
                     update={"receiver_id": receiver}), headers)
             # The hub's deadline watch answers TIMEOUT at the deadline; this wait is the
             # fallback for a hub without one.

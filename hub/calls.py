@@ -34,9 +34,10 @@ from nats.js.kv import KeyValue
 from agent_core import tracing
 from agent_core.tools import ToolContext, ToolExecutor, ToolRegistry
 
-from .bus import Bus, Headers, reply_subject, traceparent_of, with_trace
+from .bus import Bus, Headers, traceparent_of, with_trace
 from .contexts import Contexts
 from .messages import ContextUpdate, Envelope, TaskResponse, ToolCall, Violation
+from .subjects import reply_subject
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ class HubCalls(abc.ABC):
     async def _answer(self, msg: Msg, headers: Headers, response: TaskResponse) -> None:
         if response.receiver_id:  # kept for replay (and for a caller that stopped waiting)
             try:
-                await self.bus.publish(reply_subject(response.receiver_id), response, headers)
+                await self.bus.publish(reply_subject(self.name, response.receiver_id),
+                                       response, headers)
             except Exception as exc:
                 log.warning("answer %s not kept: %s", response.message_id, exc)
         if msg.reply:

@@ -7,6 +7,10 @@ comes. So the first connection tries each server a few times, gives up at once o
 will not fix itself (a certificate the CA does not vouch for, wrong credentials), and
 names the servers (without their credentials) and the reason. Once connected, an outage
 is waited out for as long as it takes.
+
+Each process connects as an identity (``identity``): with the embedded server, the
+credentials of that identity kept under the data directory; with ``NATS_URL``, those of
+``NATS_CREDS_FILE``. Its inbox is its own (``_INBOX.<identity>``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from nats.errors import AuthorizationError, NoServersError
 from agent_core import ConfigError
 
 from .errors import HubUnreachable
+from .identity import CORE, inbox_prefix
 from .server import EmbeddedNats
 from .settings import HubSettings
 
@@ -38,29 +43,43 @@ _PERMANENT = (ssl.SSLError, AuthorizationError)
 _TELLING = ("SSL", "Authorization")
 
 
-async def open_connection(settings: HubSettings) -> tuple[Client, EmbeddedNats | None]:
-    """A connected client, and the embedded server when this process started it."""
+def shared_identity(settings: HubSettings) -> bool:
+    """Whether every process shares one login (NATS_URL with a token, a password or
+    nothing, and no NATS_CREDS_FILE): then nothing tells one identity from another, and
+    every client holding that login is trusted as the hub's core."""
+    return bool(settings.nats_url) and not settings.nats_creds_file
+
+
+async def open_connection(settings: HubSettings, identity: str = CORE
+                          ) -> tuple[Client, EmbeddedNats | None]:
+    """A client connected as ``identity``, and the embedded server when this process
+    started it."""
     _check_files(settings)
     embedded = None
     if settings.nats_url:
         servers = [u.get_secret_value() for u in settings.nats_url]
+        creds = settings.nats_creds_file
     else:
         embedded = EmbeddedNats(settings.hermes_data_dir)
         servers = [(await embedded.start()).url]
+        creds = str(await asyncio.to_thread(embedded.creds, identity))
     try:
-        return await _connect(servers, settings), embedded
+        return await _connect(servers, settings, creds=creds, identity=identity), embedded
     except BaseException:
         if embedded is not None:
             await embedded.stop()
         raise
 
 
-async def _connect(servers: list[str], settings: HubSettings) -> Client:
-    options: dict[str, Any] = {"name": "hermes-hub", "connect_timeout": _CONNECT_TIMEOUT,
+async def _connect(servers: list[str], settings: HubSettings, *, creds: str | None,
+                   identity: str) -> Client:
+    options: dict[str, Any] = {"name": f"hermes-hub {identity}",
+                               "connect_timeout": _CONNECT_TIMEOUT,
                                "max_reconnect_attempts": _FIRST_ATTEMPTS,
-                               "reconnect_time_wait": 0.5}
-    if settings.nats_creds_file:
-        options["user_credentials"] = settings.nats_creds_file
+                               "reconnect_time_wait": 0.5,
+                               "inbox_prefix": inbox_prefix(identity)}
+    if creds:
+        options["user_credentials"] = creds
     tls = tls_context(settings)
     if tls is not None:
         options["tls"] = tls

@@ -24,12 +24,15 @@ from nats.js.kv import KeyValue
 
 from agent_core.background import Background
 
-from .bus import REPLIES, TASKS, Bus, Headers, reply_subject
+from .bus import REPLIES, TASKS, Bus, Headers
+from .identity import CORE
 from .messages import TaskRequest, TaskResponse, Violation
+from .subjects import reply_subject, responder_of
 
 log = logging.getLogger(__name__)
 
-HUB_ID = "hub"
+#: Who answers a timeout: the core (requesters take an answer from it too).
+HUB_ID = CORE
 #: Which copy of the watch answers a timed-out request (a key per request, kept a while).
 CLAIMS = "HMP_TIMEOUTS"
 _CLAIM_TTL = 600.0
@@ -46,7 +49,8 @@ class DeadlineWatch:
     def __init__(self, bus: Bus, *, tick: float = 0.1) -> None:
         self.bus = bus
         self.tick = tick
-        self._open: dict[str, tuple[TaskRequest, Headers]] = {}
+        #: task id -> (the request, its headers, the agent it was sent to)
+        self._open: dict[str, tuple[TaskRequest, Headers, str]] = {}
         self._due: list[tuple[float, str]] = []
         self._subscriptions: list[Any] = []
         self._loop = Background()
@@ -83,7 +87,8 @@ class DeadlineWatch:
         except Violation:
             return  # its agent answers it with the violation
         if isinstance(request, TaskRequest) and request.task_id not in self._open:
-            self._open[request.task_id] = (request, Headers.of(msg, request))
+            agent = msg.subject.split(".")[2]  # task.request.<agent>.<sender>
+            self._open[request.task_id] = (request, Headers.of(msg, request), agent)
             heapq.heappush(self._due, (deadline_of(request), request.task_id))
 
     async def _on_reply(self, msg: Msg) -> None:
@@ -91,8 +96,12 @@ class DeadlineWatch:
             answer = self.bus.parse(msg.data)
         except Violation:
             return
-        if isinstance(answer, TaskResponse) and answer.status != "partial":
-            self._open.pop(answer.task_id, None)
+        if not isinstance(answer, TaskResponse) or answer.status == "partial":
+            return
+        entry = self._open.get(answer.task_id)
+        # Only an answer from the agent asked (or another copy's TIMEOUT) ends the wait.
+        if entry is not None and responder_of(msg.subject) in (entry[2], HUB_ID):
+            del self._open[answer.task_id]
 
     async def _watch(self) -> None:
         while self._loop.running:
@@ -116,7 +125,7 @@ class DeadlineWatch:
             log.warning("timeout claim of %s failed: %s", task_id, exc)
         return True
 
-    async def _time_out(self, request: TaskRequest, headers: Headers) -> None:
+    async def _time_out(self, request: TaskRequest, headers: Headers, agent: str) -> None:
         if not await self._claim(request.task_id):
             log.debug("timeout of %s answered by another copy", request.task_id)
             self.left_to_others += 1
@@ -125,10 +134,9 @@ class DeadlineWatch:
             message_id=f"timeout-{request.task_id}", sender_id=HUB_ID,
             receiver_id=request.sender_id, correlation_id=request.correlation_id,
             task_id=request.task_id, status="failed", error_code="TIMEOUT",
-            result={"error": f"no answer from {request.receiver_id or 'the agent'} within "
-                             f"{request.deadline_ms} ms"})
+            result={"error": f"no answer from {agent} within {request.deadline_ms} ms"})
         try:
-            await self.bus.publish(reply_subject(request.sender_id), answer, headers)
+            await self.bus.publish(reply_subject(HUB_ID, request.sender_id), answer, headers)
             self.timed_out += 1
             log.info("task %s timed out after %d ms", request.task_id, request.deadline_ms)
         except Exception as exc:

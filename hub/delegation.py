@@ -1,6 +1,8 @@
 """HubDelegation: ``agent_core``'s Delegation, over the hub. What the ``delegate`` tool of
 the gateway's agent (and of any TaskLoop agent) calls: discovery, then a ``task_request``
-to the chosen agent, then its ``task_response``."""
+to the chosen agent, then its ``task_response``. The request names the conversation the
+caller's task belongs to (``TaskRequest.for_conversation``); the receiving agent believes
+it only when the hub's core sent it (the gateway, the hub's own agents)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ class HubDelegation:
         self.sender_id = sender_id
 
     async def delegate(self, capability: str, text: str, *, arguments: Mapping[str, Any],
-                       deadline_ms: int, correlation_id: str,
+                       deadline_ms: int, correlation_id: str, conversation_id: str | None,
                        on_chosen: Callable[[str], None] | None = None) -> Delegated:
         try:
             candidates = await discover(self.bus, capability)
@@ -44,7 +46,7 @@ class HubDelegation:
             response = await self.bus.request(chosen.agent_id, TaskRequest(
                 sender_id=self.sender_id, intent=capability,
                 arguments={"text": text, **arguments}, deadline_ms=deadline_ms,
-                correlation_id=_safe(correlation_id)))
+                correlation_id=_safe(correlation_id)).for_conversation(conversation_id))
         except BusOverloaded as exc:
             return Delegated("failed", chosen.agent_id, {"error": str(exc)}, "OVERLOADED")
         next_steps = response.result.get("next_steps") if response.status == "partial" else []

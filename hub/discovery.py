@@ -1,7 +1,9 @@
 """Discovery: who is alive, what they can do, how busy they are.
 
-Every running copy of an agent sends a ``heartbeat`` on ``$HEALTHCHECK`` every few seconds
-(``Heartbeats``), and a ``log_event`` ``stopping`` when it stops. The discovery service
+Every running copy of an agent sends a ``heartbeat`` on ``$HEALTHCHECK.<agent id>`` every
+few seconds (``Heartbeats``), and a ``log_event`` ``stopping`` when it stops; only that
+agent's identity may publish there, and a heartbeat that speaks for another agent than its
+subject names is refused. The discovery service
 (``Discovery``, run by ``hermes-gateway hub``; any number of copies) keeps the latest of each
 copy and answers ``$DISCOVERY`` requests
 (``{"intent": "validate_claim"}``) with the live agents that have that capability, least
@@ -35,11 +37,16 @@ from .messages import Heartbeat, LogEvent, Violation
 log = logging.getLogger(__name__)
 
 HEALTHCHECK, DISCOVERY = "$HEALTHCHECK", "$DISCOVERY"
-#: The event a stopping copy sends on $HEALTHCHECK.
+#: The event a stopping copy sends on $HEALTHCHECK.<agent id>.
 STOPPING = "stopping"
 INTERVAL = 2.0
 MISSED = 3
 BUSY = 80.0
+
+
+def healthcheck_subject(agent_id: str) -> str:
+    """Where the copies of ``agent_id`` say they are alive (only it may publish there)."""
+    return f"{HEALTHCHECK}.{agent_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +83,7 @@ class Heartbeats:
         self._loop.start(self._beat(), name=f"heartbeat-{self.agent_id}")
 
     async def stop(self) -> None:
-        """Stop beating, and say so (a ``log_event`` ``stopping`` on $HEALTHCHECK):
+        """Stop beating, and say so (a ``log_event`` ``stopping`` on its subject):
         discovery forgets the copy at once (a copy that dies is forgotten after three
         missed beats)."""
         await self._loop.stop()
@@ -84,7 +91,7 @@ class Heartbeats:
                            details={"agent_id": self.agent_id,
                                     "endpoint": self.heartbeat().endpoint})
         with contextlib.suppress(Exception):  # its connection may be gone already
-            await self.bus.nc.publish(HEALTHCHECK, goodbye.to_json())
+            await self.bus.nc.publish(healthcheck_subject(self.agent_id), goodbye.to_json())
 
     def abandon(self) -> None:
         """Stop beating at once (what a crash does)."""
@@ -102,7 +109,8 @@ class Heartbeats:
     async def _beat(self) -> None:
         while self._loop.running:
             try:
-                await self.bus.nc.publish(HEALTHCHECK, self.heartbeat().to_json())
+                await self.bus.nc.publish(healthcheck_subject(self.agent_id),
+                                          self.heartbeat().to_json())
             except Exception as exc:
                 log.warning("heartbeat of %s not sent: %s", self.agent_id, exc)
             await self._loop.pause(self.interval)
@@ -126,7 +134,7 @@ class Discovery:
         """Listen for heartbeats and answer on $DISCOVERY (a queue group: one copy of the
         service answers each request)."""
         self._subscriptions = [
-            await self.bus.nc.subscribe(HEALTHCHECK, cb=self._on_heartbeat),
+            await self.bus.nc.subscribe(f"{HEALTHCHECK}.*", cb=self._on_heartbeat),
             await self.bus.nc.subscribe(DISCOVERY, queue="discovery", cb=self._on_query)]
 
     async def stop(self) -> None:
@@ -136,16 +144,20 @@ class Discovery:
                 await subscription.unsubscribe()
 
     async def _on_heartbeat(self, msg: Msg) -> None:
+        sender = msg.subject.split(".", 1)[1]  # the identity the server let publish here
         try:
             beat = self.bus.parse(msg.data)
         except Violation as exc:
             log.warning("heartbeat refused: %s", exc)
             return
         if isinstance(beat, Heartbeat):
+            if beat.agent_id != sender:
+                log.warning("a heartbeat on %s for agent %r refused: it speaks for another "
+                            "agent", msg.subject, beat.agent_id)
+                return
             self.copies[(beat.agent_id, beat.endpoint or "")] = (beat, self.clock())
         elif isinstance(beat, LogEvent) and beat.event_type == STOPPING:
-            self.copies.pop((str(beat.details.get("agent_id")),
-                             str(beat.details.get("endpoint") or "")), None)
+            self.copies.pop((sender, str(beat.details.get("endpoint") or "")), None)
 
     async def _on_query(self, msg: Msg) -> None:
         try:
@@ -187,13 +199,14 @@ async def discover(bus: Bus, intent: str, *, wait: float = 2.0) -> list[Candidat
 
 def choose(candidates: list[Candidate], weights: dict[str, float] | None = None, *,
            rng: random.Random | None = None) -> Candidate | None:
-    """One candidate: by the traffic split (agents not in it weigh 1, or 0 when a split is
-    given and names others), a busy agent (over 80%) at a fifth of its weight."""
-    if not candidates:
-        return None
+    """One candidate: by the traffic split (a capability with a split goes only to the
+    agents it names, whatever else offers it: None when none of them is live), a busy
+    agent (over 80%) at a fifth of its weight."""
     split = weights or {}
     named = [c for c in candidates if c.agent_id in split]
-    pool = named or candidates
+    pool = named if split else candidates
+    if not pool:
+        return None
 
     def weight(c: Candidate) -> float:
         base = split.get(c.agent_id, 1.0) if named else 1.0

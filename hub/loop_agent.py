@@ -19,8 +19,8 @@ from agent_core.events import Event, EventType
 from agent_core.runtime import Runtime
 
 from .agent import Agent
-from .bus import log_subject
 from .messages import LogEvent, TaskRequest, TaskResponse
+from .subjects import log_subject
 
 #: The steps of a task worth telling whoever follows it (the A2A edge streams them).
 _TOLD = (EventType.TOOL_STARTED, EventType.TOOL_FINISHED, EventType.TOOL_ERROR)

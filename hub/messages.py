@@ -34,6 +34,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -93,6 +94,37 @@ class TaskRequest(Envelope):
     intent: str = Field(min_length=1, max_length=200)
     arguments: dict[str, Any] = Field(default_factory=dict)
     deadline_ms: int = Field(ge=1, le=MAX_DEADLINE_MS)
+    # Not in the body (nothing a sender writes there sets them): the bus carries them.
+    _conversation: str | None = PrivateAttr(None)
+    _requester: str | None = PrivateAttr(None)
+
+    @property
+    def conversation(self) -> str | None:
+        """The conversation whose data this request may read: asserted by the hub's core
+        (the ``Hmp-Conversation`` header of a request whose subject names the core as its
+        sender), taken from the authenticated origin of the work (a chat task's own
+        conversation), never from a model's arguments. None: no conversation."""
+        return self._conversation
+
+    @property
+    def requester(self) -> str | None:
+        """Who sent this request, as the server proved it (its subject's last token);
+        None for a request not received from the bus."""
+        return self._requester
+
+    def for_conversation(self, conversation_id: str | None) -> TaskRequest:
+        """This request, sent on behalf of ``conversation_id`` (only the core's assertion
+        counts: ``conversation``)."""
+        copy = self.model_copy()
+        copy._conversation = conversation_id or None
+        return copy
+
+    def received(self, requester: str, conversation: str | None) -> TaskRequest:
+        """This request as its receiver knows it: from ``requester``, for
+        ``conversation`` (what the bus proved, not what the body says)."""
+        self._requester = requester
+        self._conversation = conversation
+        return self
 
 
 class TaskResponse(Envelope):

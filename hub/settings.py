@@ -22,7 +22,9 @@ class HubSettings(Settings):
 
     nats_url: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list, description="nats:// or tls:// servers; unset: embedded")
-    nats_creds_file: str | None = Field(None, description="a NATS .creds file (JWT + nkey)")
+    nats_creds_file: str | None = Field(
+        None, description="this process's identity on a server of NATS_URL: a .creds file "
+        "(JWT + nkey) of a user with the permissions docs/hub.md lists")
     nats_tls_ca_file: str | None = Field(
         None, description="CA bundle to verify tls:// servers by (default: the system's)")
     nats_tls_cert_file: str | None = Field(

@@ -7,6 +7,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +100,52 @@ async def make_store(redis_url: str) -> AsyncIterator[StoreFactory]:
         await store.aclose()
 
 
+@dataclass(frozen=True)
+class NatsServer:
+    """The session's nats-server, and the credentials of the identities on it."""
+
+    url: str
+    server: Any  # hub.server.EmbeddedNats
+
+    def creds(self, identity: str = "hub") -> str:
+        """The credentials ``identity`` logs in with (an agent's id, ``hub`` the core,
+        ``schema-admin``), issued on first use."""
+        return str(self.server.creds(identity))
+
+    def settings(self, identity: str = "hub") -> dict[str, Any]:
+        """NATS_URL and NATS_CREDS_FILE for a process connecting as ``identity``."""
+        return {"nats_url": self.url, "nats_creds_file": self.creds(identity)}
+
+
 @pytest.fixture(scope="session")
-def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real nats-server with JetStream for the session (the embedded one the hub
-    itself starts, from the pinned wheel)."""
+def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One real nats-server with JetStream for the session: the embedded one the hub
+    itself starts (from the pinned wheel), in operator mode, with the built-in schemas
+    published by the schema admin as its first start does."""
+    from hub import HubSettings
+    from hub.schemas import publish_builtin_schemas
     from hub.server import EmbeddedNats
 
-    server = EmbeddedNats(tmp_path_factory.mktemp("nats"))
+    directory = tmp_path_factory.mktemp("nats")
+    server = EmbeddedNats(directory)
     info = asyncio.run(server.start())
-    yield info.url
+    hub = NatsServer(info.url, server)
+    asyncio.run(publish_builtin_schemas(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=directory, **hub.settings("schema-admin"))))
+    yield hub
     asyncio.run(server.stop())
+
+
+@pytest.fixture(scope="session")
+def nats_url(nats: NatsServer) -> str:
+    """The session nats-server's URL (each identity logs in with ``nats.creds``)."""
+    return nats.url
+
+
+@pytest.fixture
+def hub_env(nats: NatsServer) -> dict[str, Any]:
+    """NATS_URL and NATS_CREDS_FILE of the hub's core on the session's server."""
+    return nats.settings()
 
 
 @pytest.fixture

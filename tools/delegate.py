@@ -2,10 +2,11 @@
 
 Enabled when the gateway runs with the hub (HERMES_HUB=true). Discovery finds a live agent
 with the capability (least loaded, by the traffic split), the task goes to it as a
-``task_request`` on the bus (its arguments carry the conversation's id, so an agent like the
-retriever can search this conversation's archive), and its ``task_response`` is the
-result. A partial answer shows its next steps; a timeout or a refusal comes back as a
-structured tool error.
+``task_request`` on the bus, and its ``task_response`` is the result. The request acts for
+this task's own conversation (the ToolContext's, which the model cannot change), so an
+agent like the retriever searches this conversation's archive and no other, whatever the
+model puts in the arguments. A partial answer shows its next steps; a timeout or a refusal
+comes back as a structured tool error.
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ async def delegate(capability: str, task: str, arguments: dict[str, Any] | None 
     if ctx is None or delegation is None:
         raise ToolError("no agent hub is connected here; answer without delegating")
     outcome = await delegation.delegate(
-        capability, task, arguments={"conversation_id": ctx.conversation_id,
-                                     **(arguments or {})}, deadline_ms=deadline_ms,
-        correlation_id=ctx.trace_id,
+        capability, task, arguments=dict(arguments or {}), deadline_ms=deadline_ms,
+        correlation_id=ctx.trace_id, conversation_id=ctx.conversation_id,
         on_chosen=lambda agent: ctx.report(f"{agent} is working on {capability}"))
     if outcome.status == "failed":
         code = outcome.error_code or "FAILED"

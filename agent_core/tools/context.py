@@ -75,10 +75,12 @@ class Delegation(Protocol):
     """Hands a task to another agent that has a capability (the hub implements it)."""
 
     async def delegate(self, capability: str, text: str, *, arguments: Mapping[str, Any],
-                       deadline_ms: int, correlation_id: str,
+                       deadline_ms: int, correlation_id: str, conversation_id: str | None,
                        on_chosen: Callable[[str], None] | None = None) -> Delegated:
         """Send the task to an agent with ``capability`` and wait for its answer;
-        ``on_chosen`` hears the chosen agent's id before the task is sent."""
+        ``on_chosen`` hears the chosen agent's id before the task is sent.
+        ``conversation_id``: the conversation the task acts for, whose data the agent may
+        read: the caller's own (its ToolContext's), never one a model named."""
         ...
 
 

@@ -1,10 +1,13 @@
 """RAG as two hub agents: a retriever (``retrieve``) and a generator (``generate``).
 
-The retriever answers ``{query, knowledge_base_id?, top_k?, conversation_id?}`` with
-documents (``document_id``, ``text``, ``source``, ``relevance_score``) from a loaded
-knowledge base (``HUB_KNOWLEDGE_BASES``), from a conversation's archive (the one the recall
-tool searches: ``conversation:<id>``), or from all of them (``*``: every loaded base, plus
-the archive of ``conversation_id`` when given).
+The retriever answers ``{query, knowledge_base_id?, top_k?}`` with documents
+(``document_id``, ``text``, ``source``, ``relevance_score``) from a loaded knowledge base
+(``HUB_KNOWLEDGE_BASES``), from the archive of the conversation the request acts for (the
+one the recall tool searches: ``conversation:<id>``), or from all of them (``*``: every
+loaded base, plus that archive). Which conversation a request acts for comes from the bus
+(``TaskRequest.conversation``: the core's assertion, from the chat the work came from),
+never from the arguments: a request for another conversation's archive, or one acting for
+none, is refused.
 
 The generator answers ``{question, retrieved_docs, prompt_template?, min_score?,
 knowledge_base_id?}`` with an answer that cites the ``document_id``s it used, checked
@@ -40,6 +43,8 @@ _CONVERSATION = "conversation:"
 _TOP_K, _MAX_TOP_K = 5, 50
 _MIN_SCORE = 0.2
 _MAX_DOC_CHARS = 4000
+#: The generator's task extra holding the conversation its request acts for.
+_ACTS_FOR = "acts_for_conversation"
 
 TEMPLATE = """Answer the question from the documents below, and cite each document you use
 by its id in square brackets, like [handbook:claims.md#2]. If they do not answer it, call
@@ -78,7 +83,7 @@ class RetrieverAgent(Agent):
         query = args.get("query") or args.get("text")
         kb_id = args.get("knowledge_base_id") or ALL
         top_k = args.get("top_k", _TOP_K)
-        conversation = args.get("conversation_id")
+        own = request.conversation  # what the bus proved; an argument never widens it
         if not isinstance(query, str) or not query.strip():
             return self._invalid(request, "query", "a non-empty string")
         if not isinstance(kb_id, str):
@@ -88,9 +93,19 @@ class RetrieverAgent(Agent):
         sources: list[str] = []
         if kb_id == ALL:
             sources = sorted(self.knowledge_bases)
-            if isinstance(conversation, str) and conversation:
-                sources.append(_CONVERSATION + conversation)
-        elif kb_id in self.knowledge_bases or kb_id.startswith(_CONVERSATION):
+            if own:
+                sources.append(_CONVERSATION + own)
+        elif kb_id in self.knowledge_bases:
+            sources = [kb_id]
+        elif kb_id.startswith(_CONVERSATION):
+            if kb_id != _CONVERSATION + (own or ""):
+                log.warning("retriever: %s (from %s, acting for %s) refused",
+                            kb_id, request.requester or request.sender_id, own or "none")
+                return self.respond(request, "failed", {
+                    "error": "a conversation's archive is searched only for a request from "
+                             "that conversation" + (f" (this one acts for {own})" if own
+                                                    else " (this one acts for none)"),
+                    "field": "knowledge_base_id"}, error_code="PERMISSION")
             sources = [kb_id]
         else:
             known = ", ".join(sorted(self.knowledge_bases)) or "none loaded"
@@ -174,7 +189,8 @@ class GeneratorAgent(Agent):
                 data_dir=self.runtime.settings.hermes_data_dir,
                 extra={"unattended": True, "correlation_id": request.correlation_id,
                        "knowledge_base_id": args.get("knowledge_base_id") or ALL,
-                       "conversation_id": args.get("conversation_id")}))
+                       # The request's own (the bus proved it), carried to retrieve_more.
+                       _ACTS_FOR: request.conversation}))
         except ConfigError as exc:
             return self.respond(request, "failed", {"error": str(exc)},
                                 error_code="NOT_CONFIGURED")
@@ -215,11 +231,10 @@ class GeneratorAgent(Agent):
             extra = ctx.extra
             outcome = await ctx.services.delegation.delegate(
                 "retrieve", query, arguments={
-                    "query": query, "knowledge_base_id": extra.get("knowledge_base_id", ALL),
-                    **({"conversation_id": extra["conversation_id"]}
-                       if extra.get("conversation_id") else {})},
+                    "query": query, "knowledge_base_id": extra.get("knowledge_base_id", ALL)},
                 deadline_ms=20_000, correlation_id=str(extra.get("correlation_id")
-                                                       or ctx.trace_id))
+                                                       or ctx.trace_id),
+                conversation_id=extra.get(_ACTS_FOR))
             if outcome.status != "success":
                 raise ToolError(f"the retriever could not search: {outcome.error_code}")
             documents = [d for d in outcome.result.get("documents", []) if _is_document(d)]

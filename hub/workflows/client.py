@@ -1,6 +1,7 @@
 """Starting a run from outside the hub's agents (the gateway's API): the ``run_workflow``
 request sent to a live executor, without waiting for its answer (it comes on
-``reply.<sender_id>``, and the run's state is readable in the store meanwhile)."""
+``reply.<executor>.<sender_id>``, and the run's state is readable in the store meanwhile).
+A run started here acts for no conversation: its steps read no chat's data."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ..bus import Bus, Headers, request_subject
+from ..bus import Bus, Headers
 from ..discovery import choose, discover
 from ..messages import MAX_DEADLINE_MS, TaskRequest
 from .executor import RUN_WORKFLOW
@@ -58,6 +59,6 @@ async def start_run(bus: Bus, workflow_id: str, given: dict[str, Any], *, sender
     pause = await bus.admit(executor)
     if pause:
         await asyncio.sleep(pause)
-    await bus.publish(request_subject(executor), request,
+    await bus.publish(bus.request_subject(executor), request,
                       Headers(request.correlation_id, request.correlation_id))
     return started

@@ -123,7 +123,7 @@ class WorkflowExecutor(Agent):
                  "started" if fresh else "continues")
         headers = Headers(request.correlation_id, request.correlation_id)
         return LiveRun(run, revision, deadline_of(request), headers, self.bus, self.store,
-                       self.agent_id)
+                       self.agent_id, conversation=request.conversation)
 
     async def _workflow_of(self, request: TaskRequest) -> tuple[Workflow, dict[str, Any]]:
         args = request.arguments

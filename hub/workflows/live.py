@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bus import Bus, Headers, log_subject
+from ..bus import Bus, Headers
 from ..messages import LogEvent
+from ..subjects import log_subject
 from .definition import Step
 from .store import Run, WorkflowStore
 
@@ -30,6 +31,9 @@ class LiveRun:
     bus: Bus
     store: WorkflowStore
     agent_id: str
+    #: The conversation the run acts for, as the bus proved it of the run's request
+    #: (``TaskRequest.conversation``): each step's request carries it on.
+    conversation: str | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: Changes (a step's end) not yet written to the run's entry.

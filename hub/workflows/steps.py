@@ -18,10 +18,11 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from ..bus import RESEND_WINDOW, reply_subject, request_subject
+from ..bus import RESEND_WINDOW
 from ..discovery import choose, discover
 from ..errors import BusOverloaded
 from ..messages import TaskRequest, TaskResponse, Violation
+from ..subjects import answers_for, replies_to
 from .definition import Step
 from .document import MissingInput, resolve
 from .live import LiveRun
@@ -140,17 +141,19 @@ async def _send(live: LiveRun, step: Step, *, agent: str | None,
 
 
 async def _publish(live: LiveRun, sent: Sent) -> None:
-    await live.bus.publish(request_subject(sent.agent), request_of(live, sent),
+    await live.bus.publish(live.bus.request_subject(sent.agent), request_of(live, sent),
                            live.headers)
 
 
 def request_of(live: LiveRun, sent: Sent) -> TaskRequest:
-    """The task_request ``sent`` stands for (the same message each time it is built)."""
+    """The task_request ``sent`` stands for (the same message each time it is built), for
+    the run's conversation (a run started for a chat reads that chat's data, and none
+    other; one started from outside, none)."""
     return TaskRequest(message_id=sent.task_id, sender_id=sent.sender_id,
                        receiver_id=sent.agent, correlation_id=live.run.correlation_id,
                        task_id=sent.task_id, intent=sent.intent,
                        arguments=sent.arguments, deadline_ms=sent.deadline_ms,
-                       timestamp=sent.timestamp)
+                       timestamp=sent.timestamp).for_conversation(live.conversation)
 
 
 async def _await(live: LiveRun, sent: Sent, *, resend: bool) -> TaskResponse | None:
@@ -161,17 +164,18 @@ async def _await(live: LiveRun, sent: Sent, *, resend: bool) -> TaskResponse | N
     answered: asyncio.Future[TaskResponse] = asyncio.get_running_loop().create_future()
 
     async def on_reply(msg: Msg) -> None:
+        if not answers_for(msg, sent.agent, sent.task_id):
+            return
         answer = _answer_in(live, msg.data, sent)
         if answer is not None and not answered.done():
             answered.set_result(answer)
 
-    subscription = await live.bus.nc.subscribe(reply_subject(sent.sender_id),
-                                               cb=on_reply)
+    subscription = await live.bus.nc.subscribe(replies_to(sent.sender_id), cb=on_reply)
     try:
         if not resend:
             await _publish(live, sent)
         else:  # its answer may have come while no copy listened
-            kept = await live.bus.kept_answer(request_of(live, sent))
+            kept = await live.bus.kept_answer(request_of(live, sent), sent.agent)
             if kept is not None:
                 return kept
             if not answered.done() and time.time() - sent.timestamp < RESEND_WINDOW:

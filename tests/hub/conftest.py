@@ -10,19 +10,21 @@ from typing import Any
 import pytest
 
 from hub import Agent, AgentRunner, Bus, HubSettings
+from tests.conftest import NatsServer
 
 BusFactory = Callable[..., Awaitable[Bus]]
 
 
 @pytest.fixture
-async def make_bus(nats_url: str, tmp_path: Path) -> AsyncIterator[BusFactory]:
-    """Connected buses (settings overridable); each is closed afterwards."""
+async def make_bus(nats: NatsServer, tmp_path: Path) -> AsyncIterator[BusFactory]:
+    """Connected buses (settings overridable), as the hub's core unless ``identity`` names
+    another (an agent's id, ``schema-admin``); each is closed afterwards."""
     made: list[Bus] = []
 
-    async def factory(**overrides: Any) -> Bus:
-        settings = HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                               hermes_data_dir=tmp_path, **overrides)
-        bus = await Bus.connect(settings)
+    async def factory(*, identity: str = "hub", **overrides: Any) -> Bus:
+        settings = HubSettings(_env_file=None, hermes_data_dir=tmp_path,  # type: ignore[call-arg]
+                               **{**nats.settings(identity), **overrides})
+        bus = await Bus.connect(settings, identity=identity)
         made.append(bus)
         return bus
 

@@ -11,7 +11,8 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from hub import Agent, TaskRequest, TaskResponse
-from hub.bus import CORRELATION, DEAD, reply_subject, request_subject
+from hub.bus import CORRELATION, DEAD
+from hub.subjects import replies_to, request_subject
 from tests.hub.conftest import BusFactory, RunnerFactory, unique
 
 
@@ -88,7 +89,7 @@ async def test_a_request_is_answered_with_its_correlation_id_on_every_hop(
     await run_agent(bus, Echo(agent_id))
     request = ask(agent_id, claim="C-1")
     requests = await watch(bus, request_subject(agent_id))
-    replies = await watch(bus, reply_subject(request.sender_id))
+    replies = await watch(bus, replies_to(request.sender_id))
     response = await bus.request(agent_id, request)
     assert response.status == "success" and response.result["echo"] == {"claim": "C-1"}
     assert response.correlation_id == request.correlation_id
@@ -120,7 +121,7 @@ async def test_a_request_whose_copy_dies_is_redelivered_to_the_other_and_answere
     dying_runner = await run_agent(dying_bus, dying)
     caller = await make_bus()
     request = ask(agent_id, claim="C-9")
-    replies = await watch(caller, reply_subject(request.sender_id))
+    replies = await watch(caller, replies_to(request.sender_id))
     answer = asyncio.ensure_future(caller.request(agent_id, request))
     await asyncio.wait_for(dying.started.wait(), 10)
     # The copy dies: its process goes, without acknowledging or answering.
@@ -141,7 +142,7 @@ async def test_a_duplicate_publish_is_handled_once(make_bus: BusFactory,
     agent = Echo(agent_id)
     await run_agent(bus, agent)
     request = ask(agent_id)
-    replies = await watch(bus, reply_subject(request.sender_id))
+    replies = await watch(bus, replies_to(request.sender_id))
     first = await bus.publish(request_subject(agent_id), request,
                               _headers(request.correlation_id))
     again = await bus.publish(request_subject(agent_id), request,
@@ -158,7 +159,7 @@ async def test_a_request_that_breaks_a_rule_is_answered_with_the_field_and_the_r
     agent_id = unique("strict")
     agent = Echo(agent_id)
     await run_agent(bus, agent)
-    replies = await watch(bus, reply_subject("impatient"))
+    replies = await watch(bus, replies_to("impatient"))
     flat = {"type": "task_request", "message_id": "m-1", "sender_id": "impatient",
             "task_id": "t-1", "intent": "echo", "arguments": {}, "deadline_ms": 400_000}
     await bus.js.publish(request_subject(agent_id), json.dumps(flat).encode())
@@ -207,7 +208,7 @@ async def test_an_agents_broken_json_is_repaired_and_the_original_kept(
     agent = Echo(agent_id)
     await run_agent(bus, agent)
     sender = unique("llm")
-    replies = await watch(bus, reply_subject(sender))
+    replies = await watch(bus, replies_to(sender))
     # What an LLM writes: single quotes, a trailing comma, the last brace missing.
     broken = (f"{{'type': 'task_request', 'sender_id': '{sender}', 'task_id': 't-7', "
               "'intent': 'echo', 'arguments': {'claim': 'C-7',}, 'deadline_ms': 5000")
@@ -284,7 +285,7 @@ async def test_a_schema_change_published_while_agents_run_takes_effect_without_r
     await run_agent(agent_bus, agent)
     caller = await make_bus()
     sender = unique("old-client")
-    replies = await watch(caller, reply_subject(sender))
+    replies = await watch(caller, replies_to(sender))
     no_deadline = {"type": "task_request", "sender_id": sender, "task_id": "t-a",
                    "intent": "echo", "arguments": {}}
     await caller.js.publish(request_subject(agent_id), json.dumps(no_deadline).encode())
@@ -296,9 +297,10 @@ async def test_a_schema_change_published_while_agents_run_takes_effect_without_r
     schema = schemas()["task_request"]
     schema["required"] = [f for f in schema["required"] if f != "deadline_ms"]
     schema["properties"]["deadline_ms"]["default"] = 5000
-    assert caller.schemas is not None and agent_bus.schemas is not None
-    before = caller.schemas.version("task_request")
-    version = await caller.schemas.publish("task_request", schema)
+    admin = await make_bus(identity="schema-admin")  # the only one who may publish
+    assert admin.schemas is not None and agent_bus.schemas is not None
+    before = agent_bus.schemas.version("task_request")
+    version = await admin.schemas.publish("task_request", schema)
     assert version == before + 1
     await until(lambda: agent_bus.schemas.version("task_request") == version)
     await caller.js.publish(request_subject(agent_id),
@@ -307,4 +309,4 @@ async def test_a_schema_change_published_while_agents_run_takes_effect_without_r
     accepted = TaskResponse.model_validate_json(replies[1].data)
     assert accepted.status == "success" and accepted.task_id == "t-b"
     # Put v1's rule back for the rest of the session's tests.
-    await caller.schemas.publish("task_request", schemas()["task_request"])
+    await admin.schemas.publish("task_request", schemas()["task_request"])

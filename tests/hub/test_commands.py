@@ -14,6 +14,8 @@ from typing import Any
 
 from agent_core.models.replay import ReplayModelServer, Reply
 from hub import TaskRequest
+from hub.enrolment import Enrolment
+from tests.conftest import NatsServer
 from tests.hub.conftest import BusFactory, unique
 
 
@@ -23,14 +25,23 @@ async def cli(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
-async def test_hub_and_agent_commands_serve_status_and_stop(
-        nats_url: str, tmp_path: Path, make_bus: BusFactory) -> None:
+def environment(nats: NatsServer, tmp_path: Path, identity: str = "hub",
+                **more: str) -> dict[str, str]:
+    """A process's environment: NATS_URL and the credentials of ``identity``."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
-    env.update(NATS_URL=nats_url, HERMES_DATA_DIR=str(tmp_path))
+    env.update(NATS_URL=nats.url, NATS_CREDS_FILE=nats.creds(identity),
+               HERMES_DATA_DIR=str(tmp_path), **more)
+    return env
+
+
+async def test_hub_and_agent_commands_serve_status_and_stop(
+        nats: NatsServer, tmp_path: Path, make_bus: BusFactory) -> None:
+    env = environment(nats, tmp_path)
     agent_id = unique("cli-agent")
     services = await cli("hub", env=env)
-    agent = await cli("agent", "--id", agent_id, "--capabilities", "cli_check", env=env)
+    agent = await cli("agent", "--id", agent_id, "--capabilities", "cli_check",
+                      env=environment(nats, tmp_path, agent_id))
     try:
         listed = ""
         async with asyncio.timeout(40):
@@ -54,7 +65,7 @@ async def test_hub_and_agent_commands_serve_status_and_stop(
     assert codes == [0, 0]
 
 
-async def test_an_agent_runs_on_a_model_of_its_own(nats_url: str, tmp_path: Path,
+async def test_an_agent_runs_on_a_model_of_its_own(nats: NatsServer, tmp_path: Path,
                                                    make_bus: BusFactory) -> None:
     """--env-file gives the agent its own model settings, --model its own model name: what
     the gateway's .env says does not matter to it."""
@@ -64,25 +75,27 @@ async def test_an_agent_runs_on_a_model_of_its_own(nats_url: str, tmp_path: Path
         asked.append(body["model"])
         return Reply("claim C-7 is valid")
 
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
-    env.update(NATS_URL=nats_url, HERMES_DATA_DIR=str(tmp_path), LLM_PROVIDER="anthropic",
-               LLM_MODEL_NAME="the-gateways-model")
+    agent_id = unique("own-model")
+    env = environment(nats, tmp_path, agent_id, LLM_PROVIDER="anthropic",
+                      LLM_MODEL_NAME="the-gateways-model")
+    bus = await make_bus()
+    enrolment = Enrolment(bus)  # the hub's core, which makes the agent's consumer
+    await enrolment.start()
     async with ReplayModelServer(responder=answer) as server:
         own = tmp_path / "validator.env"
         own.write_text(f"LLM_PROVIDER=openai\nLLM_BASE_URL={server.openai_url}\n"
                        "LLM_API_KEY=validator-key-123\nLLM_MODEL_NAME=from-the-file\n")
-        agent_id = unique("own-model")
         agent = await cli("agent", "--id", agent_id, "--capabilities", "validate_claim",
                           "--env-file", str(own), "--model", "validator-7b", env=env)
         try:
-            bus = await make_bus()  # the request waits in the stream for the agent to start
+            # The request waits in the stream for the agent to start.
             response = await bus.request(agent_id, TaskRequest(
                 sender_id=unique("caller"), intent="validate_claim", deadline_ms=30_000,
                 arguments={"text": "is claim C-7 valid?"}))
         finally:
             agent.send_signal(signal.SIGTERM)
             code = await asyncio.wait_for(agent.wait(), 30)
+            await enrolment.stop()
     assert response.status == "success", response
     assert response.result["answer"] == "claim C-7 is valid"
     assert asked == ["validator-7b"]
@@ -98,16 +111,14 @@ async def test_an_agent_with_a_missing_env_file_says_so(tmp_path: Path) -> None:
     assert "nope.env: no such file" in err.decode()
 
 
-async def test_workflows_from_the_command_line(nats_url: str, tmp_path: Path,
+async def test_workflows_from_the_command_line(nats: NatsServer, tmp_path: Path,
                                                make_bus: BusFactory) -> None:
     """``hub load`` keeps a file's definitions (refusing a bad one with its step named),
     the services' executor runs one, and ``hub runs``, ``show`` and ``replay <run id>``
     show it."""
     from tests.hub.test_bus import Echo
 
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
-    env.update(NATS_URL=nats_url, HERMES_DATA_DIR=str(tmp_path))
+    env = environment(nats, tmp_path)
     workflow_id = unique("cli-flow")
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"workflow_id: {workflow_id}\nsteps:\n  - id: a\n    capability: x\n"
@@ -157,3 +168,47 @@ async def test_workflows_from_the_command_line(nats_url: str, tmp_path: Path,
         if services.returncode is None:
             services.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(services.wait(), 30) == 0
+
+
+async def test_the_embedded_server_gives_each_process_an_identity(tmp_path: Path) -> None:
+    """No NATS_URL: the hub's first process starts the embedded server in operator mode
+    (no shared token), ``hub credentials --agent`` issues an agent's credentials (0600,
+    under the data directory), and ``agent --id`` logs in with them and is enrolled."""
+    from hub import Bus, HubSettings
+
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
+    env.update(HERMES_DATA_DIR=str(data))
+    services = await cli("hub", env=env)
+    agent_id = unique("local-agent")
+    agent = None
+    try:
+        assert services.stderr is not None
+        async with asyncio.timeout(40):
+            while b"are running" not in await services.stderr.readline():
+                pass
+        issued = await cli("hub", "credentials", "--agent", agent_id, env=env)
+        out, err = await issued.communicate()
+        assert issued.returncode == 0, err.decode()[-2000:]
+        creds = Path(out.decode().strip())
+        assert creds == data / "nats" / "creds" / f"{agent_id}.creds"
+        assert creds.stat().st_mode & 0o777 == 0o600
+        assert (creds.parent.stat().st_mode & 0o777) == 0o700
+        config = (data / "nats" / "nats.conf").read_text()
+        assert "operator:" in config and "token" not in config
+        assert not (data / "nats" / "token").exists()
+        agent = await cli("agent", "--id", agent_id, "--capabilities", "cli_check", env=env)
+        bus = await Bus.connect(HubSettings(_env_file=None, hermes_data_dir=data))  # type: ignore[call-arg]
+        try:
+            response = await bus.request(agent_id, TaskRequest(
+                sender_id=unique("caller"), intent="cli_check", deadline_ms=30_000,
+                arguments={"text": "hello"}))
+        finally:
+            await bus.close()
+        assert (response.status, response.error_code) == ("failed", "NOT_CONFIGURED")
+    finally:
+        for process in (agent, services):
+            if process is not None and process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                assert await asyncio.wait_for(process.wait(), 30) == 0

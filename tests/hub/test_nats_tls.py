@@ -194,7 +194,7 @@ async def test_a_bus_waits_out_a_server_restart(nats_server: ServerFactory,
 
 async def test_a_creds_file_logs_in_to_an_operator_mode_server(nats_server: ServerFactory,
                                                                tmp_path: Path) -> None:
-    operator = Operator.create()
+    operator = Operator.create(tmp_path / "operator")
     server = await nats_server(tls=False, auth=operator.config)
     url = f"nats://127.0.0.1:{server.port}"
     creds = operator.creds(tmp_path / "gateway.creds")

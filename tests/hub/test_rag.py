@@ -54,10 +54,13 @@ class Rag:
     bus: Bus
     model: ReplayModelServer
 
-    async def ask(self, agent_id: str, intent: str, **arguments: Any) -> TaskResponse:
+    async def ask(self, agent_id: str, intent: str, *, acting_for: str | None = None,
+                  **arguments: Any) -> TaskResponse:
+        """A request from the hub's core, for the conversation ``acting_for`` (as the
+        gateway's delegate sends it for the chat it works in)."""
         return await self.bus.request(agent_id, TaskRequest(
             sender_id=unique("caller"), intent=intent, arguments=arguments,
-            deadline_ms=60_000))
+            deadline_ms=60_000).for_conversation(acting_for))
 
 
 @pytest.fixture
@@ -118,26 +121,70 @@ async def test_the_retriever_refuses_what_it_cannot_search(rag: Rag) -> None:
         assert (refused.error_code, refused.result["field"]) == ("INVALID_ARGUMENTS", field)
 
 
-async def test_the_retriever_searches_a_conversations_archive(rag: Rag) -> None:
+async def archived(rag: Rag, conversation_id: str, *texts: str) -> list[Message]:
+    """``texts`` said in ``conversation_id`` and archived (what recall searches)."""
     store = rag.store  # type: ignore[attr-defined]
-    said = [Message(role="user", content="my policy number is PX-2291 and the car is blue"),
-            Message(role="user", content="the garage is Autohaus Keller in Leipzig")]
-    await store.append("web:c7", said)
-    await store.rewrite_window("web:c7", [], said, base=[m.id for m in said])
-    answer = await rag.ask("retriever", "retrieve", query="which garage?",
-                           knowledge_base_id="conversation:web:c7")
+    said = [Message(role="user", content=t) for t in texts]
+    await store.append(conversation_id, said)
+    await store.rewrite_window(conversation_id, [], said, base=[m.id for m in said])
+    return said
+
+
+async def test_the_retriever_searches_the_archive_of_the_conversation_it_acts_for(
+        rag: Rag) -> None:
+    said = await archived(rag, "web:c7", "my policy number is PX-2291 and the car is blue",
+                          "the garage is Autohaus Keller in Leipzig")
+    answer = await rag.ask("retriever", "retrieve", acting_for="web:c7",
+                           query="which garage?", knowledge_base_id="conversation:web:c7")
     assert answer.status == "success", answer
     [found] = answer.result["documents"]
     assert found["document_id"] == f"conversation:web:c7#{said[1].id}"
     assert "Autohaus Keller" in found["text"]
-    # "*" searches every loaded base, and the caller's conversation when named.
-    both = await rag.ask("retriever", "retrieve", query="garage repaired car",
-                         conversation_id="web:c7")
+    # "*" searches every loaded base, and the archive of the conversation it acts for.
+    both = await rag.ask("retriever", "retrieve", acting_for="web:c7",
+                         query="garage repaired car")
     ids = [d["document_id"] for d in both.result["documents"]]
     assert "claims-handbook:rental.md#1" in ids and f"conversation:web:c7#{said[1].id}" in ids
-    other = await rag.ask("retriever", "retrieve", query="which garage?",
-                          knowledge_base_id="conversation:web:other")
-    assert other.result["documents"] == [], "never another conversation's archive"
+
+
+async def test_no_argument_reaches_another_conversations_archive(rag: Rag) -> None:
+    """What a model (or a caller) writes in the arguments never widens the request: another
+    conversation by name is refused, an overriding conversation_id is ignored, and a
+    request acting for no conversation reads none."""
+    await archived(rag, "telegram:victim", "my card PIN is 8841")
+    await archived(rag, "slack:T1:C9", "our garage is Autohaus Keller")
+    named = await rag.ask("retriever", "retrieve", acting_for="slack:T1:C9",
+                          query="card PIN", knowledge_base_id="conversation:telegram:victim",
+                          conversation_id="telegram:victim")
+    assert (named.status, named.error_code) == ("failed", "PERMISSION"), named
+    assert "8841" not in json.dumps(named.result)
+    everything = await rag.ask("retriever", "retrieve", acting_for="slack:T1:C9",
+                               query="card PIN garage", conversation_id="telegram:victim")
+    assert everything.status == "success"
+    assert "8841" not in json.dumps(everything.result), "the override was ignored"
+    assert "Autohaus Keller" in json.dumps(everything.result), "its own archive still is"
+    nobody = await rag.ask("retriever", "retrieve", query="card PIN",
+                           knowledge_base_id="conversation:telegram:victim")
+    assert (nobody.status, nobody.error_code) == ("failed", "PERMISSION")
+    alone = await rag.ask("retriever", "retrieve", query="card PIN garage",
+                          conversation_id="telegram:victim")
+    assert "8841" not in json.dumps(alone.result) and "Keller" not in json.dumps(alone.result)
+
+
+async def test_an_agent_cannot_claim_to_act_for_a_conversation(
+        rag: Rag, make_bus: BusFactory) -> None:
+    """Only the hub's core may say which conversation a request acts for: an ordinary
+    agent's credentials sending the core's header (on its own subject, the only one the
+    server lets it use) read nothing of that conversation."""
+    await archived(rag, "telegram:victim", "my card PIN is 8841")
+    mallory = await make_bus(identity=unique("mallory"))
+    request = TaskRequest(sender_id=mallory.identity, intent="retrieve", deadline_ms=20_000,
+                          arguments={"query": "card PIN",
+                                     "knowledge_base_id": "conversation:telegram:victim"}
+                          ).for_conversation("telegram:victim")
+    answer = await mallory.request("retriever", request)
+    assert (answer.status, answer.error_code) == ("failed", "PERMISSION"), answer
+    assert "8841" not in json.dumps(answer.result)
 
 
 async def test_rag_answer_cites_the_right_documents(rag: Rag) -> None:
@@ -193,7 +240,8 @@ async def test_the_generator_refuses_bad_arguments(rag: Rag) -> None:
 async def test_a_retriever_without_an_archive_finds_nothing_there() -> None:
     retriever = RetrieverAgent({})
     request = TaskRequest(sender_id="t", intent="retrieve", deadline_ms=1000,
-                          arguments={"query": "x", "knowledge_base_id": "conversation:a"})
+                          arguments={"query": "x", "knowledge_base_id": "conversation:a"}
+                          ).received("hub", "a")
     answer = await retriever.on_message(request)
     assert answer.status == "success" and answer.result["documents"] == []
 

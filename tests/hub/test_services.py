@@ -11,12 +11,12 @@ from agent_core.models.replay import ReplayModelServer, Reply
 from agent_core.runtime import build_runtime
 from agent_core.store import MemoryConversationStore
 from hub import HubSettings, TaskRequest
-from hub.bus import reply_subject
 from hub.deadlines import DeadlineWatch
 from hub.delegation import HubDelegation
 from hub.discovery import Candidate, Discovery, Heartbeats, choose, discover
 from hub.loop_agent import LoopAgent
 from hub.replay import replay
+from hub.subjects import replies_to, reply_subject
 from tests.hub.conftest import BusFactory, RunnerFactory, unique
 from tests.hub.test_bus import Echo, Hang, until, watch
 
@@ -32,7 +32,7 @@ async def test_the_hub_answers_timeout_when_the_agent_hangs_and_drops_its_late_a
         await run_agent(await make_bus(), slow)
         caller = await make_bus()
         request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=400)
-        replies = await watch(caller, reply_subject(request.sender_id))
+        replies = await watch(caller, replies_to(request.sender_id))
         response = await caller.request(agent_id, request)
         assert response.status == "failed" and response.error_code == "TIMEOUT"
         assert response.sender_id == "hub", "the hub answered, not the caller's own timer"
@@ -128,7 +128,7 @@ async def test_a_taskloop_agent_answers_a_delegated_task(
         await until(lambda: discovery.live(capability))
         outcome = await HubDelegation(bus, "gateway").delegate(
             capability, "how much did sales grow?", arguments={}, deadline_ms=20_000,
-            correlation_id="trace-1")
+            correlation_id="trace-1", conversation_id=None)
         assert outcome.status == "success" and outcome.agent_id == agent.agent_id
         assert outcome.result["answer"] == "Growth was 20%."
         assert outcome.result["tool_calls"] == 1
@@ -139,7 +139,8 @@ async def test_a_taskloop_agent_answers_a_delegated_task(
         assert [(m["event_type"], m["details"]["tool"]) for m in told] == [
             ("tool_started", "calc_growth_rate"), ("tool_finished", "calc_growth_rate")]
         missing = await HubDelegation(bus, "gateway").delegate(
-            "no_such_capability", "x", arguments={}, deadline_ms=1000, correlation_id="t")
+            "no_such_capability", "x", arguments={}, deadline_ms=1000, correlation_id="t",
+            conversation_id=None)
         assert (missing.status, missing.error_code) == ("failed", "NO_AGENT")
     finally:
         await discovery.stop()
@@ -247,7 +248,7 @@ async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
         await run_agent(await make_bus(), Hang(agent_id))
         caller = await make_bus()
         request = TaskRequest(sender_id=unique("caller"), intent="echo", deadline_ms=800)
-        replies = await watch(caller, reply_subject(request.sender_id))
+        replies = await watch(caller, replies_to(request.sender_id))
         response = await caller.request(agent_id, request)
         assert (response.sender_id, response.error_code) == ("hub", "TIMEOUT")
         watches = [w for w, _ in copies]
@@ -257,7 +258,7 @@ async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
                     and not any(w.watching(request.task_id) for w in watches))
         await caller.nc.flush()
         assert sum(w.timed_out for w in watches) == 1
-        assert [m.subject for m in replies] == [reply_subject(request.sender_id)], \
+        assert [m.subject for m in replies] == [reply_subject("hub", request.sender_id)], \
             "one TIMEOUT reached the caller, not one per copy"
 
         discoveries = [d for _, d in copies]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.discovery import Discovery
+from tests.conftest import NatsServer
 from tests.hub.conftest import BusFactory, RunnerFactory, unique
 from tests.hub.test_bus import Echo, until
 
@@ -25,18 +26,19 @@ def example() -> Any:
 
 
 async def test_the_documented_stock_client_gets_its_answer(
-        nats_url: str, make_bus: BusFactory, run_agent: RunnerFactory) -> None:
+        nats: NatsServer, make_bus: BusFactory, run_agent: RunnerFactory) -> None:
     validate = example()
     bus = await make_bus()
     discovery = Discovery(bus)
     await discovery.start()
     agent = Echo(unique("validator"))
     agent.capabilities = ("validate_claim",)
-    await run_agent(await make_bus(), agent)  # it beats on $HEALTHCHECK
+    await run_agent(await make_bus(), agent)  # it beats on $HEALTHCHECK.<its id>
     try:
         await until(lambda: [c.agent_id for c in discovery.live("validate_claim")]
                     == [agent.agent_id])
-        answer, correlation = await validate(nats_url)
+        # The client's own identity: credentials as an operator issues them.
+        answer, correlation = await validate(nats.url, nats.creds("my-client"))
     finally:
         await discovery.stop()
     assert answer["type"] == "task_response" and answer["status"] == "success"

@@ -445,7 +445,8 @@ async def test_a_continued_run_takes_an_answer_that_came_while_no_copy_listened(
     that continues the run reads it from HMP_REPLIES and sends nothing again."""
     import time
 
-    from hub.bus import Headers, reply_subject
+    from hub.bus import Headers
+    from hub.subjects import reply_subject
     from hub.workflows.store import Run, Sent, StepState
 
     agent = await hub.agent("answered", answering(fresh=True), "answered_part")
@@ -463,7 +464,7 @@ async def test_a_continued_run_takes_an_answer_that_came_while_no_copy_listened(
         correlation_id=request.correlation_id, sender_id=request.sender_id,
         task_id=request.task_id, document={"input": {}},
         steps={"only": StepState(status="running", agent=agent.agent_id, sent=[sent])}))
-    await hub.bus.publish(reply_subject(sent.sender_id), TaskResponse(
+    await hub.bus.publish(reply_subject(agent.agent_id, sent.sender_id), TaskResponse(
         sender_id=agent.agent_id, correlation_id=request.correlation_id, task_id=sent.task_id,
         status="success", result={"from": "before"}), Headers("c", "c"))
     executor_id = unique("executor")

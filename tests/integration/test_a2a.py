@@ -22,6 +22,7 @@ from google.protobuf.json_format import MessageToDict
 from agent_core.models.replay import Reply
 from gateway.api.a2a import _EDGE as EDGE
 from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
+from tests.conftest import NatsServer
 from tests.integration.conftest import GatewayFactory, Harness
 
 KEY = "a2a-test-key-0123456789abcdef"
@@ -75,13 +76,14 @@ class Edge:
 
 
 @pytest.fixture
-async def edge(make_gateway: GatewayFactory, nats_url: str, tmp_path: Path
+async def edge(make_gateway: GatewayFactory, nats: NatsServer, tmp_path: Path
                ) -> AsyncIterator[Edge]:
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url,
+    h = await make_gateway(hermes_hub=True, **nats.settings(),
                            hermes_api_keys=[{"key": KEY, "user": "a2a", "role": "admin"}])
-    bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                        hermes_data_dir=tmp_path))
     agent = Claims()
+    bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings(agent.agent_id)),
+        identity=agent.agent_id)
     runner = AgentRunner(bus, agent)
     await runner.start()
     base = str(h.client.make_url("")).rstrip("/")
@@ -302,3 +304,39 @@ async def test_a_task_whose_process_stopped_following_it_catches_up_on_get(
             await asyncio.sleep(0.05)
     assert got.status.state == pb.TASK_STATE_COMPLETED
     assert got.artifacts[0].parts[0].text == "claim slow, then fine is valid"
+
+
+async def test_an_a2a_caller_cannot_read_a_conversations_archive(
+        make_gateway: GatewayFactory, nats: NatsServer) -> None:
+    """An A2A caller acts for no conversation: asking the retriever (or the rag_answer
+    workflow) for ``conversation:<id>``, with or without a conversation_id, is refused."""
+    from agent_core.messages import Message
+
+    h = await make_gateway(hermes_hub=True, hub_rag=True, hermes_api_keys=[KEY],
+                           **nats.settings())
+    store = h.gateway.parts.opened.store
+    said = [Message(role="user", content="my card PIN is 8841")]
+    await store.append("telegram:5550123", said)
+    await store.rewrite_window("telegram:5550123", [], said, base=[m.id for m in said])
+    base = str(h.client.make_url("")).rstrip("/")
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"},
+                                 timeout=60) as http:
+        async with asyncio.timeout(20):
+            while (await http.get(f"{base}/a2a/retriever/.well-known/agent-card.json")
+                   ).status_code != 200:
+                await asyncio.sleep(0.05)
+        edge = Edge(h, base, Claims(), None, http)  # type: ignore[arg-type]
+        wanted = {"knowledge_base_id": "conversation:telegram:5550123",
+                  "conversation_id": "telegram:5550123"}
+        for agent_id, data, code in (
+                ("retriever", {"query": "card PIN", **wanted}, "PERMISSION"),
+                ("workflow-executor", {"workflow_id": "rag_answer",
+                                       "input": {"text": "card PIN?", **wanted}},
+                 "STEP_FAILED")):
+            client = await edge.client(agent_id)
+            [event] = await events(client, message("card PIN", data=data))
+            assert event.task.status.state == pb.TASK_STATE_FAILED, agent_id
+            assert event.task.status.message.parts[0].text.startswith(code), \
+                event.task.status.message
+            assert "8841" not in str(MessageToDict(event.task))
+

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agent_core.models.replay import Reply
+from tests.conftest import NatsServer
 from tests.integration.conftest import GatewayFactory, Harness, answer_echo
 from tests.integration.test_webhook import body_of, post
 
@@ -315,8 +316,8 @@ async def test_a_callback_name_that_resolves_inside_is_not_called(
 
 
 async def test_an_agent_card_names_the_configured_url_not_the_host_header(
-        make_gateway: GatewayFactory, nats_url: str) -> None:
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url,
+        make_gateway: GatewayFactory, nats: NatsServer) -> None:
+    h = await make_gateway(hermes_hub=True, **nats.settings(),
                            hermes_allowed_hosts=["alias.example.test"])
     response = await h.client.get("/a2a/gateway/.well-known/agent-card.json",
                                   headers={"Host": "alias.example.test"})
@@ -325,7 +326,7 @@ async def test_an_agent_card_names_the_configured_url_not_the_host_header(
     urls = json.dumps(card)
     assert "alias.example.test" not in urls
     assert f"127.0.0.1:{port_of(h)}/a2a/gateway" in urls
-    public = await make_gateway(hermes_hub=True, nats_url=nats_url,
+    public = await make_gateway(hermes_hub=True, **nats.settings(),
                                 hermes_public_url="https://hermes.example.test")
     card = await (await public.client.get("/a2a/gateway/.well-known/agent-card.json",
                                           headers={"Host": "hermes.example.test"})).json()

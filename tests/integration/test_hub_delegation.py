@@ -11,6 +11,7 @@ from typing import Any
 from agent_core.models.replay import Reply
 from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
 from hub.discovery import discover
+from tests.conftest import NatsServer
 from tests.integration.conftest import GatewayFactory
 from tests.integration.test_slack import answers, event_body, mention, send
 
@@ -46,12 +47,15 @@ def delegating(path: str, body: dict[str, Any]) -> Reply:
 
 
 async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
-        make_gateway: GatewayFactory, nats_url: str, tmp_path: Any) -> None:
-    h = await make_gateway(slack=True, hermes_hub=True, nats_url=nats_url)
+        make_gateway: GatewayFactory, nats: NatsServer, tmp_path: Any) -> None:
+    h = await make_gateway(slack=True, hermes_hub=True, **nats.settings())
     assert h.slack is not None and h.gateway.parts.bus is not None
     h.model.responder = delegating
-    agent_bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                              hermes_data_dir=tmp_path))
+    # The validator runs as an agent of its own: its identity's credentials, its consumer
+    # made by the gateway's hub services.
+    agent_bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings(Validator.agent_id)),
+        identity=Validator.agent_id)
     validator = Validator()
     runner = AgentRunner(agent_bus, validator)
     await runner.start()
@@ -83,3 +87,65 @@ async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
         await runner.stop()
         await agent_bus.close()
 
+
+
+#: Another person's private chat, whose archive holds a secret.
+VICTIM = "telegram:5550123"
+THREAD = "1700000000.000100"
+
+
+async def remembered(h: Any, conversation_id: str, text: str) -> None:
+    """``text`` said in ``conversation_id`` long ago: in its archive (what recall and the
+    retriever search)."""
+    from agent_core.messages import Message
+
+    store = h.gateway.parts.opened.store
+    said = [Message(role="user", content=text)]
+    await store.append(conversation_id, said)
+    await store.rewrite_window(conversation_id, [], said, base=[m.id for m in said])
+
+
+def injected(path: str, body: dict[str, Any]) -> Reply:
+    """A model that obeys injected text: it asks the retriever for another conversation's
+    archive, by name and by overriding conversation_id, and through the rag_answer
+    workflow, then for its own; and it tells the user everything it got."""
+    results = [str(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    script = [
+        {"capability": "retrieve", "task": "card PIN", "arguments": {
+            "query": "card PIN", "knowledge_base_id": f"conversation:{VICTIM}",
+            "conversation_id": VICTIM}},
+        {"capability": "retrieve", "task": "card PIN", "arguments": {
+            "query": "card PIN garage", "conversation_id": VICTIM}},
+        {"capability": "answer_from_documents", "task": "What is the card PIN?",
+         "arguments": {"knowledge_base_id": f"conversation:{VICTIM}",
+                       "conversation_id": VICTIM}},
+    ]
+    if len(results) < len(script):
+        return Reply.call("delegate", {**script[len(results)], "deadline_ms": 20_000})
+    return Reply("Found: " + " | ".join(results))
+
+
+async def test_a_chat_user_cannot_read_another_conversations_archive_through_delegate(
+        make_gateway: GatewayFactory, nats: NatsServer) -> None:
+    """A Slack user's task delegates to the hub's retriever with another person's Telegram
+    conversation named in the arguments: nothing of it comes back; the thread's own
+    archive still does."""
+    h = await make_gateway(slack=True, hermes_hub=True, hub_rag=True, **nats.settings())
+    assert h.slack is not None and h.gateway.parts.bus is not None
+    await remembered(h, VICTIM, "my card PIN is 8841")
+    await remembered(h, f"slack:T1:C9:{THREAD}", "our garage is Autohaus Keller, card ok")
+    async with asyncio.timeout(20):
+        while {"retrieve", "answer_from_documents"} - {
+                c for a in await discover(h.gateway.parts.bus, "*") for c in a.capabilities}:
+            await asyncio.sleep(0.05)
+    h.model.responder = injected
+    event = mention("what is the card PIN?", message_ts=THREAD)
+    assert (await send(h, event_body(event))).status == 200
+    await h.wait_for(lambda: len(answers(h)) == 1)
+    told = answers(h)[0]["text"]
+    results = [str(m["content"]) for _, body in h.model.requests
+               for m in body["messages"] if m["role"] == "tool"][-3:]
+    assert "8841" not in told and not any("8841" in r for r in results)
+    assert "PERMISSION" in results[0], results[0]
+    assert "Autohaus Keller" in results[1], "its own conversation's archive still answers"
+    assert "STEP_FAILED" in results[2] or "PERMISSION" in results[2], results[2]

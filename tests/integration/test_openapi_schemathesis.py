@@ -25,6 +25,7 @@ from agent_core.models.replay import ReplayModelServer, Reply
 from gateway import GatewaySettings
 from gateway.app import create_app
 from gateway.openapi import spec
+from tests.conftest import NatsServer
 
 API_KEY = "hermes-schemathesis-key-0123456789"
 EXAMPLES = int(os.environ.get("HERMES_SCHEMATHESIS_EXAMPLES", "12"))
@@ -36,8 +37,8 @@ class LiveGateway:
     """The gateway and the scripted model on an event loop of their own thread (the
     schemathesis calls are synchronous)."""
 
-    def __init__(self, redis_url: str, data_dir: Path, nats_url: str) -> None:
-        self.redis_url, self.data_dir, self.nats_url = redis_url, data_dir, nats_url
+    def __init__(self, redis_url: str, data_dir: Path, nats: dict[str, Any]) -> None:
+        self.redis_url, self.data_dir, self.nats = redis_url, data_dir, nats
         self.loop = asyncio.new_event_loop()
         self.url = ""
         self._runner: web.AppRunner | None = None
@@ -67,7 +68,7 @@ class LiveGateway:
             "llm_base_url": self._model.openai_url, "llm_api_key": "sk-test-0123456789abcdef",
             "agent_replan_every": 0, "llm_max_retries": 0, "hermes_run_timeout": 20,
             # The hub too: the workflow routes answer for real.
-            "hermes_hub": True, "nats_url": self.nats_url}
+            "hermes_hub": True, **self.nats}
         app = create_app(GatewaySettings(_env_file=None, **values))  # type: ignore[call-arg]
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -88,9 +89,10 @@ class LiveGateway:
 
 
 @pytest.fixture(scope="module")
-def live(redis_url: str, nats_url: str, tmp_path_factory: pytest.TempPathFactory
+def live(redis_url: str, nats: NatsServer, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[LiveGateway]:
-    gateway = LiveGateway(redis_url, tmp_path_factory.mktemp("schemathesis"), nats_url)
+    gateway = LiveGateway(redis_url, tmp_path_factory.mktemp("schemathesis"),
+                          nats.settings())
     gateway.start()
     yield gateway
     gateway.stop()

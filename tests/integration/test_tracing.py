@@ -22,6 +22,7 @@ from agent_core.log import ContextFilter
 from agent_core.models.replay import Reply
 from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
 from hub.discovery import discover
+from tests.conftest import NatsServer
 from tests.integration.conftest import GatewayFactory, Harness
 from tests.standins.otlp import OTLPReceiver, ReceivedSpan
 
@@ -155,14 +156,16 @@ def delegating(path: str, body: dict[str, Any]) -> Reply:
 
 
 async def test_the_trace_continues_across_the_hub_in_nats_headers(
-        otlp: OTLPReceiver, make_gateway: GatewayFactory, nats_url: str, tmp_path: Any
+        otlp: OTLPReceiver, make_gateway: GatewayFactory, nats: NatsServer, tmp_path: Any
         ) -> None:
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url)
+    h = await make_gateway(hermes_hub=True, **nats.settings())
     assert h.gateway.parts.bus is not None
     h.model.responder = delegating
-    agent_bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                              hermes_data_dir=tmp_path))
-    runner = AgentRunner(agent_bus, Echo())
+    echo = Echo()
+    agent_bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings(echo.agent_id)),
+        identity=echo.agent_id)
+    runner = AgentRunner(agent_bus, echo)
     await runner.start()
     try:
         async with asyncio.timeout(15):

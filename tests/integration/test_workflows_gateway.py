@@ -16,8 +16,10 @@ import pytest
 from agent_core.models.replay import Reply
 from hub import Agent, AgentRunner, Bus, HubSettings, TaskRequest, TaskResponse
 from hub.discovery import discover
+from hub.enrolment import ensure_consumer
 from hub.rag.agents import SYSTEM_PROMPT
 from hub.rag.service import SAMPLE
+from tests.conftest import NatsServer
 from tests.hub.test_rag import reader
 from tests.integration.conftest import GatewayFactory, Harness
 from tests.integration.test_slack import answers, event_body, mention, send
@@ -44,10 +46,17 @@ class Checker(Agent):
 
 
 @pytest.fixture
-async def checker(nats_url: str, tmp_path: Path) -> AsyncIterator[Checker]:
-    bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                        hermes_data_dir=tmp_path))
+async def checker(nats: NatsServer, tmp_path: Path) -> AsyncIterator[Checker]:
+    """The checker, an agent of its own identity, enrolled by a copy of the hub's core
+    (it starts before the test's gateways)."""
     agent = Checker()
+    core = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings()))
+    await ensure_consumer(core, agent.agent_id)
+    await core.close()
+    bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=tmp_path, **nats.settings(agent.agent_id)),
+        identity=agent.agent_id)
     runner = AgentRunner(bus, agent)
     await runner.start()
     try:
@@ -74,9 +83,9 @@ def claims_workflow(workflow_id: str, agent_id: str) -> dict[str, Any]:
         "output": {"answer": "$.check.result.answer"}}
 
 
-async def test_workflows_through_the_http_api(make_gateway: GatewayFactory, nats_url: str,
+async def test_workflows_through_the_http_api(make_gateway: GatewayFactory, nats: NatsServer,
                                               checker: Checker) -> None:
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url)
+    h = await make_gateway(hermes_hub=True, **nats.settings())
     await live(h, checker.agent_id, "workflow-executor")
     workflow_id = f"claims-{uuid.uuid4().hex[:6]}"
     bad = claims_workflow(workflow_id, "no-such-agent")
@@ -116,6 +125,7 @@ async def test_workflows_through_the_http_api(make_gateway: GatewayFactory, nats
             await asyncio.sleep(0.05)
     assert run["steps"][0]["status"] == "success"
     assert run["document"]["check"]["result"]["answer"] == "claim C-7 is covered"
+    assert checker.seen[-1].conversation is None, "a run the API started acts for no chat"
     runs = await (await h.client.get(f"/agent/workflow-runs?workflow_id={workflow_id}")).json()
     assert [r["run_id"] for r in runs["runs"]] == [run_id]
     finished = await h.client.post(f"/agent/workflow-runs/{run_id}/cancel")
@@ -132,8 +142,8 @@ async def test_without_the_hub_the_workflow_api_says_how_to_enable_it(
 
 
 async def test_the_workflow_command_posts_the_result_in_the_thread(
-        make_gateway: GatewayFactory, nats_url: str, checker: Checker) -> None:
-    h = await make_gateway(slack=True, hermes_hub=True, nats_url=nats_url)
+        make_gateway: GatewayFactory, nats: NatsServer, checker: Checker) -> None:
+    h = await make_gateway(slack=True, hermes_hub=True, **nats.settings())
     await live(h, checker.agent_id, "workflow-executor")
     workflow_id = f"claims-{uuid.uuid4().hex[:6]}"
     assert (await h.client.post("/agent/workflows", json=claims_workflow(
@@ -163,8 +173,8 @@ def delegating_rag(path: str, body: dict[str, Any]) -> Reply:
 
 
 async def test_the_agent_answers_from_documents_through_delegate(
-        make_gateway: GatewayFactory, nats_url: str) -> None:
-    h = await make_gateway(slack=True, hermes_hub=True, nats_url=nats_url,
+        make_gateway: GatewayFactory, nats: NatsServer) -> None:
+    h = await make_gateway(slack=True, hermes_hub=True, **nats.settings(),
                            hub_knowledge_bases={"claims-handbook": str(SAMPLE)})
     h.model.responder = delegating_rag
     await live(h, "retriever", "generator", "workflow-executor")
@@ -175,10 +185,10 @@ async def test_the_agent_answers_from_documents_through_delegate(
 
 
 async def test_a_workflow_task_through_the_api_and_stopped_with_stop(
-        make_gateway: GatewayFactory, nats_url: str, checker: Checker) -> None:
+        make_gateway: GatewayFactory, nats: NatsServer, checker: Checker) -> None:
     """/workflow is a task of the conversation: /agent/run waits for its answer like any
     task's, and /stop cancels the run behind it."""
-    h = await make_gateway(hermes_hub=True, nats_url=nats_url)
+    h = await make_gateway(hermes_hub=True, **nats.settings())
     await live(h, checker.agent_id, "workflow-executor")
     workflow_id = f"claims-{uuid.uuid4().hex[:6]}"
     assert (await h.client.post("/agent/workflows", json=claims_workflow(
@@ -187,6 +197,9 @@ async def test_a_workflow_task_through_the_api_and_stopped_with_stop(
                                                   "conversation_id": "wf-1"})
     task = await ran.json()
     assert (task["status"], task["text"]) == ("answered", "claim C-1 is covered")
+    state = await (await h.client.get(f"/agent/tasks/{task['task_id']}")).json()
+    assert checker.seen[0].conversation == state["conversation_id"], \
+        "the run's step acts for the chat the /workflow came from"
     events = await h.client.get(f"/agent/tasks/{task['task_id']}/events")
     kinds = [line.split(": ", 1)[1] for line in (await events.text()).splitlines()
              if line.startswith("event: ")]
@@ -219,11 +232,11 @@ async def test_a_workflow_task_through_the_api_and_stopped_with_stop(
 
 
 async def test_a_workflow_task_outlives_the_gateway_that_started_it(
-        make_gateway: GatewayFactory, nats_url: str, checker: Checker) -> None:
+        make_gateway: GatewayFactory, nats: NatsServer, checker: Checker) -> None:
     """The gateway stops mid-run; another executor finishes the run while no gateway is
     up; the next gateway continues the task from the answer kept on the hub, without
     starting the run or its step again."""
-    first = await make_gateway(hermes_hub=True, nats_url=nats_url, hermes_shutdown_grace=0.5,
+    first = await make_gateway(hermes_hub=True, **nats.settings(), hermes_shutdown_grace=0.5,
                                hermes_lease_seconds=10)
     await live(first, checker.agent_id, "workflow-executor")
     workflow_id = f"claims-{uuid.uuid4().hex[:6]}"
@@ -239,8 +252,8 @@ async def test_a_workflow_task_outlives_the_gateway_that_started_it(
     from hub.workflows.service import ExecutorService
     from hub.workflows.store import WorkflowStore
 
-    bus = await Bus.connect(HubSettings(_env_file=None, nats_url=nats_url,  # type: ignore[call-arg]
-                                        hermes_data_dir=first.settings.hermes_data_dir))
+    bus = await Bus.connect(HubSettings(  # type: ignore[call-arg]
+        _env_file=None, hermes_data_dir=first.settings.hermes_data_dir, **nats.settings()))
     executor = ExecutorService(bus)  # another copy of the executor, outside the gateways
     await executor.start()
     try:
@@ -250,7 +263,7 @@ async def test_a_workflow_task_outlives_the_gateway_that_started_it(
             while [r.status for r in await WorkflowStore(bus).list_runs(
                     workflow_id=workflow_id)] != ["success"]:
                 await asyncio.sleep(0.05)
-        second = await make_gateway(hermes_hub=True, nats_url=nats_url,
+        second = await make_gateway(hermes_hub=True, **nats.settings(),
                                     redis_prefix=first.settings.redis_prefix,
                                     hermes_lease_seconds=10)
         done = await second.wait_task(task_id, "answered")
