@@ -12,7 +12,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from ..messages import PartKind
 
@@ -49,7 +49,12 @@ class Sniffed:
 def sniff(path: Path, name: str) -> Sniffed:
     """What the file at ``path`` (sent as ``name``) is."""
     with path.open("rb") as handle:
-        head = handle.read(HEAD_BYTES)
+        return sniff_file(handle, name)
+
+
+def sniff_file(handle: BinaryIO, name: str) -> Sniffed:
+    """What the file open for reading in ``handle`` (seekable, at its start) is."""
+    head = handle.read(HEAD_BYTES)
     if b"%PDF-" in head[:1024]:
         return Sniffed("application/pdf", "document", "pdf")
     for magic, mime in _IMAGES.items():
@@ -61,7 +66,8 @@ def sniff(path: Path, name: str) -> Sniffed:
     if audio is not None:
         return Sniffed(audio, "audio", None)
     if head.startswith(b"PK\x03\x04"):
-        return _zip(path)
+        handle.seek(0)
+        return _zip(handle)
     if _is_text(head):
         ext = name.rpartition(".")[2].lower() if "." in name else ""
         mime, converter = _TEXT_FLAVOURS.get(ext, ("text/plain", "text"))
@@ -89,11 +95,11 @@ def _audio(head: bytes) -> str | None:
     return None
 
 
-def _zip(path: Path) -> Sniffed:
+def _zip(handle: BinaryIO) -> Sniffed:
     """An Office document by the part its container lists, else a ZIP kept as it is
     (never extracted)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(handle) as archive:
             names = set(archive.namelist()[:10_000])
     except (zipfile.BadZipFile, OSError, ValueError):
         return Sniffed("application/zip", "file", None)
