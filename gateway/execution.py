@@ -20,6 +20,7 @@ from agent_core import (
     Approval,
     Event,
     EventType,
+    Message,
     TaskControl,
     TaskRequest,
     TaskResult,
@@ -91,7 +92,7 @@ class Execution:
             return await self.replies.without_agent(item, missing_model_message(), "failed")
         loop = self.runtime.loop
         control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
-                              steering=self._steering(msg.conversation_id))
+                              steering=self._steering(msg.conversation_id, item.task_id))
         runner: Awaitable[TaskResult]
         step = next_step(item.kind, head.task, head.waiting)
         match step:
@@ -232,12 +233,23 @@ class Execution:
 
         return interrupted
 
-    def _steering(self, cid: str) -> Callable[[], Awaitable[list[str]]] | None:
+    def _steering(self, cid: str, task_id: str
+                  ) -> Callable[[], Awaitable[list[str | Message]]] | None:
         if self.settings.hermes_busy_mode != "steer":
             return None
 
-        async def steering() -> list[str]:
-            return [item.inbound.text for item in await self.queue.take_steering(cid)]
+        async def steering() -> list[str | Message]:
+            """The messages steered into the running task, with their files (received
+            into the conversation's inbox like any message's)."""
+            said: list[str | Message] = []
+            for item in await self.queue.take_steering(cid):
+                if not item.inbound.attachments:
+                    said.append(item.inbound.text)
+                    continue
+                received = await self._receive(item, into=task_id)
+                said.append(Message(role="user", kind="user", parts=received.parts,
+                                    content=_said(item.inbound, received)))
+            return said
 
         return steering
 
