@@ -42,9 +42,11 @@ class FileLimits:
     is passed, naming its setting, or None."""
 
     def __init__(self, settings: GatewaySettings) -> None:
-        self.file = int(settings.hermes_max_file_mb * MB)
+        self.file_mb, self.total_mb = (settings.hermes_max_file_mb,
+                                       settings.hermes_max_files_mb_per_task)
+        self.file = int(self.file_mb * MB)
         self.count = settings.hermes_max_files_per_message
-        self.total = int(settings.hermes_max_files_mb_per_task * MB)
+        self.total = int(self.total_mb * MB)
 
     def json_body(self) -> int:
         """The largest JSON body: 1 MB of text and one file's worth of base64."""
@@ -57,13 +59,13 @@ class FileLimits:
 
     def too_big(self, name: str, size: int) -> str | None:
         if size > self.file:
-            return (f"{name[:100]!r} is over {self.file / MB:g} MB, the limit of a file "
+            return (f"{name[:100]!r} is over {self.file_mb:g} MB, the limit of a file "
                     "(HERMES_MAX_FILE_MB)")
         return None
 
     def too_much(self, total: int) -> str | None:
         if total > self.total:
-            return (f"the files of a message may be {self.total / MB:g} MB together "
+            return (f"the files of a message may be {self.total_mb:g} MB together "
                     "(HERMES_MAX_FILES_MB_PER_TASK)")
         return None
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..fetching import MB, FileLimits
+from ..fetching import FileLimits
 from ._http import GATEWAY, body_within
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ async def _body(request: web.Request) -> bytes:
     except web.HTTPRequestEntityTooLarge:
         raise a2a.RpcError(a2a.INVALID_REQUEST, f"the request is over "
                            f"{limits.json_body()} bytes: a file part's bytes may be "
-                           f"{limits.file / MB:g} MB (HERMES_MAX_FILE_MB); send a larger "
+                           f"{limits.file_mb:g} MB (HERMES_MAX_FILE_MB); send a larger "
                            "file as a url part") from None
 
 
