@@ -153,6 +153,10 @@ class Interaction:
     approved: bool = False
     #: For a choice: the index of the answer among those offered (None: not a number).
     choice: int | None = None
+    #: The conversation the pressed message is in, named as the channel's inbound
+    #: messages name it ("": unknown, the message is gone): a press counts only in the
+    #: conversation its approval or question belongs to.
+    conversation_id: str = ""
     #: Where the press happened, as a reply target (None: the message is gone).
     reply_target: dict[str, Any] | None = None
     space_id: str = ""
@@ -186,8 +190,9 @@ class InteractionReply:
     #: The press changed nothing (not allowed, already decided, no longer open): shown as
     #: a refusal (a Telegram alert, a Slack message only they see).
     refused: bool = False
-    #: New text for the message with the buttons, which loses them.
-    replace_prompt: str | None = None
+    #: For a choice: the answer chosen, which the question's message shows in place of its
+    #: buttons (each channel renders it in its markup, escaped).
+    chosen: str | None = None
 
 
 class Interact(Protocol):
@@ -233,6 +238,12 @@ class Channel(abc.ABC):
         """The bytes of a file that came with a message from this platform, in chunks (the
         caller stops reading at its limit); channels without files raise
         NotImplementedError. Raises DownloadError when the platform fails."""
+        raise NotImplementedError
+
+    async def show_decision(self, ref: dict[str, Any], message: OutboundMessage) -> None:
+        """Replace the approval prompt posted at ``ref`` (what ``send`` returned) with
+        ``message``: the same approval, decided (``approval["decision"]``), without
+        buttons. Channels that post no prompt raise NotImplementedError."""
         raise NotImplementedError
 
     async def start(self) -> None:  # noqa: B027 - optional hook

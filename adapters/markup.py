@@ -80,9 +80,9 @@ def to_mrkdwn(markdown: str) -> str:
     out = []
     for i, part in enumerate(parts):
         if i % 2 == 1:
-            out.append(_slack_escape(part))
+            out.append(slack_escape(part))
             continue
-        text = _slack_escape(part)
+        text = slack_escape(part)
         text = _LINK.sub(r"<\2|\1>", text)
         text = _HEADING.sub("\x00B\\1\x00B", text)  # bold, and not italics' '*' below
         text = _BOLD.sub(lambda m: f"\x00B{m.group(1) or m.group(2)}\x00B", text)
@@ -94,7 +94,9 @@ def to_mrkdwn(markdown: str) -> str:
     return "".join(out)
 
 
-def _slack_escape(text: str) -> str:
+def slack_escape(text: str) -> str:
+    """&, < and > as the entities Slack requires: nothing in the text is read as a mention
+    (``<!channel>``), a user or a link (``<https://x|click>``)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -43,7 +43,7 @@ from .base import (
 )
 from .errors import DeliveryError
 from .files import SLACK_FILE_HOSTS, host_of, slack_attachments, stream
-from .markup import split_text, to_mrkdwn
+from .markup import slack_escape, split_text, to_mrkdwn
 from .pacing import Pacer
 
 log = logging.getLogger(__name__)
@@ -222,8 +222,9 @@ class SlackChannel(Channel):
         if reply.refused:
             await self.post_ephemeral(press.room_id, press.user_id, reply.text,
                                       thread_ts=message.get("thread_ts"))
-        if reply.replace_prompt is not None and press.prompt is not None:
-            await self.replace_prompt(press.prompt, reply.replace_prompt)
+        if reply.chosen is not None and press.prompt is not None:
+            await self.replace_prompt(press.prompt, f"{press.prompt_text}\n→ "
+                                      f"{slack_escape(reply.chosen)} ({press.user_name})")
 
     def to_interaction(self, body: dict[str, Any], action: dict[str, Any]) -> Interaction:
         """The normalised press of a block_actions button (ours: hermes_*)."""
@@ -232,11 +233,15 @@ class SlackChannel(Channel):
         team = str((body.get("team") or {}).get("id", "T"))
         message = body.get("message") or {}
         action_id = str(action.get("action_id", ""))
+        thread = message.get("thread_ts") or message.get("ts")
+        direct = channel_id.startswith("D")
+        # Named as to_inbound names the conversation the prompt was posted in.
+        cid = f"slack:{team}:{channel_id}" if direct else f"slack:{team}:{channel_id}:{thread}"
         where: dict[str, Any] = {
             "channel": "slack", "user_id": user_id, "user_name": f"<@{user_id}>",
-            "reply_target": {"channel": channel_id,
-                             "thread_ts": message.get("thread_ts") or message.get("ts")},
-            "space_id": team, "room_id": channel_id, "is_direct": channel_id.startswith("D"),
+            "conversation_id": cid if channel_id and (direct or thread) else "",
+            "reply_target": {"channel": channel_id, "thread_ts": thread},
+            "space_id": team, "room_id": channel_id, "is_direct": direct,
             "prompt": {"channel": channel_id, "ts": message["ts"]} if message.get("ts")
             else None,
             "prompt_text": str(message.get("text", ""))}
@@ -302,10 +307,16 @@ class SlackChannel(Channel):
         return ref
 
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
-        """Replace a message that had buttons (an approval, a question) with plain text."""
+        """Replace a question's buttons with the chosen answer (``text`` is mrkdwn)."""
         await self.update(ref["channel"], ref["ts"], text,
                           blocks=[{"type": "section", "text": {"type": "mrkdwn",
                                                                "text": text[:2900]}}])
+
+    async def show_decision(self, ref: dict[str, Any], message: OutboundMessage) -> None:
+        from .approvals import slack_blocks, slack_decision_text
+
+        await self.update(ref["channel"], ref["ts"], slack_decision_text(message),
+                          blocks=slack_blocks(message))
 
     async def direct_target(self, user_id: str) -> dict[str, Any]:
         response = await self._call("conversations_open", user_id, users=user_id)

@@ -209,8 +209,9 @@ class TelegramChannel(Channel):
         press = self.to_interaction(update)
         reply = await self.interact(press)
         await query.answer(reply.text, show_alert=reply.refused)
-        if reply.replace_prompt is not None and press.prompt is not None:
-            await self.replace_prompt(press.prompt, reply.replace_prompt)
+        if reply.chosen is not None and press.prompt is not None:
+            await self.replace_prompt(press.prompt, f"{press.prompt_text}\n→ {reply.chosen} "
+                                                    f"({press.user_name})")
 
     def to_interaction(self, update: Update) -> Interaction:
         """The normalised press of a callback query."""
@@ -243,10 +244,13 @@ class TelegramChannel(Channel):
             return ref
         markup = None
         if message.kind == "approval" and message.approval is not None:
-            from .approvals import telegram_keyboard
+            from .approvals import telegram_keyboard, telegram_prompt
 
-            markup = telegram_keyboard(message)
-        elif message.choices:
+            html, plain = telegram_prompt(message)
+            prompt = await self.send_text(target, plain, reply=True, html=html,
+                                          reply_markup=telegram_keyboard(message))
+            return {"chat_id": target["chat_id"], "message_id": prompt.message_id}
+        if message.choices:
             from .approvals import telegram_choices
 
             markup = telegram_choices(message)
@@ -273,13 +277,26 @@ class TelegramChannel(Channel):
             raise DeliveryError("telegram edit failed", retryable=True) from exc
 
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
-        """Replace a message that had buttons (an approval, a question) with plain text."""
+        """Replace a question's buttons with the chosen answer (plain text)."""
         await self.bot.edit_message_text(chat_id=ref["chat_id"], message_id=ref["message_id"],
                                          text=text, reply_markup=None)
 
+    async def show_decision(self, ref: dict[str, Any], message: OutboundMessage) -> None:
+        from .approvals import telegram_prompt
+
+        html, plain = telegram_prompt(message)
+        where = {"chat_id": ref["chat_id"], "message_id": ref["message_id"]}
+        try:
+            await self.bot.edit_message_text(text=html, parse_mode=ParseMode.HTML, **where)
+        except BadRequest as exc:
+            if "parse" not in str(exc).lower():
+                raise
+            await self.bot.edit_message_text(text=plain, **where)  # the same, unformatted
+
     async def send_text(self, target: dict[str, Any], markdown: str, *, reply: bool = False,
-                        reply_markup: Any = None) -> Message:
-        """One message (at most 4096 characters once rendered), paced and retried."""
+                        reply_markup: Any = None, html: str | None = None) -> Message:
+        """One message (at most 4096 characters once rendered), paced and retried; ``html``:
+        already rendered (``markdown`` is then its plain text, sent if Telegram refuses it)."""
         chat_id = target["chat_id"]
         limits = {f"tg:chat:{chat_id}": self.chat_interval, "tg:global": self.global_interval}
         if not target.get("private"):
@@ -290,7 +307,7 @@ class TelegramChannel(Channel):
         if reply and target.get("reply_to"):
             kwargs["reply_parameters"] = ReplyParameters(
                 message_id=target["reply_to"], allow_sending_without_reply=True)
-        text: str = to_telegram_html(markdown)
+        text: str = to_telegram_html(markdown) if html is None else html
         parse_mode: str | None = ParseMode.HTML
         if len(text) > TEXT_LIMIT:
             text, parse_mode = markdown[:TEXT_LIMIT], None

@@ -27,7 +27,9 @@ def interaction_of(update: Update) -> Interaction:
     if chat is not None and message is not None:
         topic = getattr(message, "message_thread_id", None)
         private = chat.type == "private"
+        forum_topic = topic if getattr(message, "is_topic_message", False) else None
         where.update(
+            conversation_id=conversation_of(chat.id, forum_topic, private=private),
             reply_target={"chat_id": chat.id, "message_thread_id": topic,
                           "private": private},
             space_id=str(chat.id), room_id=str(topic or chat.id), is_direct=private,
@@ -54,12 +56,7 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
     private = chat.type == "private"
     mentioned, text = _addressed(message, text, bot)
     topic = message.message_thread_id if message.is_topic_message else None
-    if private:
-        cid = f"telegram:{chat.id}"
-    elif topic is not None:
-        cid = f"telegram:{chat.id}:{topic}"
-    else:
-        cid = f"telegram:{chat.id}"
+    cid = conversation_of(chat.id, topic, private=private)
     target: dict[str, Any] = {"chat_id": chat.id, "message_thread_id": topic,
                               "private": private}
     if not private:
@@ -72,6 +69,13 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
         is_direct=private, mentions_bot=private or mentioned,
         platform_message_id=f"{bot.id}:{update.update_id}", reply_target=target,
         space_id=str(chat.id), room_id=str(topic or chat.id))
+
+
+def conversation_of(chat_id: int, topic: int | None, *, private: bool) -> str:
+    """A chat's conversation: the chat, or in a forum one conversation per topic."""
+    if private or topic is None:
+        return f"telegram:{chat_id}"
+    return f"telegram:{chat_id}:{topic}"
 
 
 def _addressed(message: Message, text: str, bot: Bot) -> tuple[bool, str]:

@@ -94,7 +94,8 @@ class Execution:
         control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
                               steering=self._steering(msg.conversation_id, item.task_id))
         runner: Awaitable[TaskResult]
-        step = next_step(item.kind, head.task, head.waiting)
+        step = next_step(item.kind, head.task, head.waiting,
+                         sender=f"{msg.channel}:{msg.user_id}")
         match step:
             case Skip():
                 return None

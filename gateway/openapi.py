@@ -206,7 +206,11 @@ def spec() -> dict[str, Any]:
                                             "approved": {"type": "boolean"},
                                             "note": {"type": "string", "maxLength": 500},
                                             "arguments": {"type": "object", "description":
-                                                          "edit-before-approve"},
+                                                          "edit-before-approve: checked by "
+                                                          "the tool (400 if it would refuse "
+                                                          "them); they replace the model's "
+                                                          "(kept as proposed_arguments) and "
+                                                          "are what runs"},
                                             "user_id": {"type": "string",
                                                         "minLength": 1}}}}}},
                          "responses": {"200": _json({"type": "object"}, "decided"),

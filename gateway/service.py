@@ -173,10 +173,11 @@ class Gateway:
                         deliverer=deliverer, commands=commands, settings=settings,
                         counted=self.metrics.routed)
         approvals = ApprovalService(store.redis, settings=settings, channels=named,
-                                    router=router, audit=audit)
+                                    router=router, audit=audit, tools=runtime.registry)
         channels = build_channels(
             settings, ingest=router.ingest,
-            interact=Interactions(approvals=approvals, router=router, store=store), into=named)
+            interact=Interactions(approvals=approvals, router=router, store=store,
+                                  roles=Roles.from_settings(settings)), into=named)
         for channel in list(channels.by_name.values()):
             await channel.start()
             stack.push_async_callback(_quietly, channel.stop)

@@ -144,6 +144,10 @@ async def run_sync(request: web.Request) -> web.Response:
                         break
     if state is None or state.status not in TERMINAL | PAUSED:  # e.g. its save failed
         state = await load_task(gateway, task_id)
+    if state.status == "awaiting_approval" and state.approval is not None:
+        with contextlib.suppress(TimeoutError):  # answered with its approval decidable
+            async with asyncio.timeout(5.0):
+                await gateway.parts.approvals.until_open(state.approval.id)
     status = 200 if state.status in TERMINAL | PAUSED else 202
     return web.json_response(view_of(state), status=status)
 

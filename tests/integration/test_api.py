@@ -269,7 +269,7 @@ async def test_openapi_documents_every_api_route(make_gateway: GatewayFactory) -
 async def test_readyz_says_ready_and_nothing_about_the_deployment(
         make_gateway: GatewayFactory) -> None:
     # Public (probes carry no key): no store path, model, channels or MCP servers.
-    h = await make_gateway(hermes_api_keys=["k-0123456789abcdef"])
+    h = await make_gateway(hermes_api_keys=["readyz-key-0123456789abcdef"])
     response = await h.client.get("/readyz")
     assert response.status == 200 and await response.json() == {"status": "ready"}
     text = await (await h.client.get("/readyz")).text()

@@ -12,31 +12,43 @@ import pytest
 
 from adapters.markup import to_mrkdwn, to_telegram_html
 
-SIZE = 100_000
+SIZE = 20_000
 
-#: Each made the old patterns rescan the rest of the text from every position.
-PATHOLOGICAL = {
-    "open brackets": "[" * SIZE,
-    "link texts never closed": "[a" * (SIZE // 2),
-    "link urls never closed": "[a](http://x" * (SIZE // 12),
-    "italics never closed": "*a " * (SIZE // 3),
-    "blank lines": "\n" * SIZE,
-    "indented blank lines": " \n" * (SIZE // 2),
-    "bold never closed": "**a " * (SIZE // 4),
-    "strike never closed": "~~a " * (SIZE // 4),
-    "backticks": "`a" * (SIZE // 2),
+#: Each made the old patterns rescan the rest of the text from every position: a text of
+#: ``SIZE`` characters in that shape.
+PATHOLOGICAL: dict[str, Callable[[int], str]] = {
+    "open brackets": lambda n: "[" * n,
+    "link texts never closed": lambda n: "[a" * (n // 2),
+    "link urls never closed": lambda n: "[a](http://x" * (n // 12),
+    "italics never closed": lambda n: "*a " * (n // 3),
+    "blank lines": lambda n: "\n" * n,
+    "indented blank lines": lambda n: " \n" * (n // 2),
+    "bold never closed": lambda n: "**a " * (n // 4),
+    "strike never closed": lambda n: "~~a " * (n // 4),
+    "backticks": lambda n: "`a" * (n // 2),
 }
+
+
+def _seconds(convert: Callable[[str], str], text: str) -> float:
+    """The fastest of three conversions (the least disturbed by a busy machine)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        convert(text)
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 @pytest.mark.parametrize("convert", [to_mrkdwn, to_telegram_html])
 @pytest.mark.parametrize("name", list(PATHOLOGICAL))
-def test_a_pathological_answer_converts_in_well_under_a_second(
+def test_a_pathological_answer_converts_in_time_linear_in_its_length(
         name: str, convert: Callable[[str], str]) -> None:
-    text = PATHOLOGICAL[name]
-    started = time.perf_counter()
-    convert(text)
-    # Linear work is ~10 ms here; the quadratic patterns took 30-60 s on these inputs.
-    assert time.perf_counter() - started < 0.5, name
+    """Four times the text takes about four times as long (a quadratic pattern: sixteen).
+    A ratio of two timings of the same run, not a bound in seconds: a loaded machine slows
+    both alike."""
+    shape = PATHOLOGICAL[name]
+    small, large = _seconds(convert, shape(SIZE)), _seconds(convert, shape(4 * SIZE))
+    assert large < 9 * max(small, 1e-4), (name, small, large)
 
 
 def test_markdown_still_becomes_mrkdwn() -> None:
