@@ -3,20 +3,22 @@ requests, and tasks built from what an agent answered. The wire format is the a2
 protobuf types (``a2a.types``) in ProtoJSON, so what goes out is what a stock A2A client
 reads; this module knows nothing of the hub.
 
-Methods: ``SendMessage`` (blocking unless ``configuration.returnImmediately``),
-``SendStreamingMessage`` (server-sent events, one JSON-RPC response per event),
-``GetTask`` and ``CancelTask``. States: an answer (HMP ``success``) is COMPLETED with the
-result as an artifact; a question back (``partial``) is INPUT_REQUIRED with its next steps;
-anything else (``failed``: TIMEOUT, ...) is FAILED with the error code; a cancelled task is
-CANCELED.
+A message carries text, data and file parts (bytes, or a URL the gateway fetches under
+its SSRF guard; only the gateway's own agent takes files). Methods: ``SendMessage``
+(blocking unless ``configuration.returnImmediately``), ``SendStreamingMessage``
+(server-sent events, one JSON-RPC response per event), ``GetTask`` and ``CancelTask``.
+States: an answer (HMP ``success``) is COMPLETED with the result as an artifact; a
+question back (``partial``) is INPUT_REQUIRED with its next steps; anything else
+(``failed``: TIMEOUT, ...) is FAILED with the error code; a cancelled task is CANCELED.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
@@ -24,9 +26,9 @@ from google.protobuf.struct_pb2 import Value
 
 from agent_core import new_id
 
-__all__ = ["Call", "CardInfo", "Inbound", "RpcError", "Skill", "card", "error", "event_json",
-           "finish", "load_task", "parse", "pb", "progress", "read_call", "read_send",
-           "result", "set_state", "task_json"]
+__all__ = ["Call", "CardInfo", "FilePart", "Inbound", "RpcError", "Skill", "card", "error",
+           "event_json", "finish", "load_task", "parse", "pb", "progress", "read_call",
+           "read_send", "result", "set_state", "task_json"]
 
 PROTOCOL_VERSION = "1.0"
 #: JSON-RPC and A2A error codes.
@@ -65,6 +67,9 @@ class CardInfo:
     description: str
     skills: tuple[Skill, ...]
     version: str = "1"
+    #: The media types its messages may carry (file parts of these types too, when they
+    #: are more than text and JSON).
+    input_modes: tuple[str, ...] = ("text/plain", "application/json")
 
 
 def card(info: CardInfo, url: str, *, documentation_url: str | None = None) -> dict[str, Any]:
@@ -81,7 +86,7 @@ def card(info: CardInfo, url: str, *, documentation_url: str | None = None) -> d
             http_auth_security_scheme=pb.HTTPAuthSecurityScheme(
                 scheme="Bearer", description="a key of the gateway's HERMES_API_KEYS"))},
         security_requirements=[pb.SecurityRequirement(schemes={"bearer": pb.StringList()})],
-        default_input_modes=["text/plain", "application/json"],
+        default_input_modes=list(info.input_modes),
         default_output_modes=["text/plain", "application/json"],
         skills=[pb.AgentSkill(id=s.id, name=s.id.replace("_", " "),
                               description=s.description or f"{info.agent_id}: {s.id}",
@@ -130,6 +135,17 @@ def parse(params: dict[str, Any], message: Any) -> Any:
         raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """A file part of a message: its bytes (``raw``), or the URL to fetch it from, with
+    the name and type the client gives (claims, checked once it is fetched)."""
+
+    name: str
+    media_type: str
+    data: bytes | None = field(default=None, repr=False)
+    url: str | None = None
+
+
 @dataclass
 class Inbound:
     """What a SendMessage asks, read from its message."""
@@ -141,18 +157,20 @@ class Inbound:
     deadline_ms: int | None
     return_immediately: bool
     history_length: int | None = None
+    files: list[FilePart] = field(default_factory=list)
 
 
 def read_send(params: dict[str, Any]) -> Inbound:
-    """A SendMessageRequest: the message's text parts joined, its data parts merged, and the
-    skill (``metadata.skill``) and deadline (``metadata.deadline_ms``) it names."""
+    """A SendMessageRequest: the message's text parts joined, its data parts merged, its file
+    parts (bytes, or an http(s) URL), and the skill (``metadata.skill``) and deadline
+    (``metadata.deadline_ms``) it names."""
     request = parse(params, pb.SendMessageRequest())
     message = request.message
     if not message.message_id:
         raise RpcError(INVALID_PARAMS, "message.messageId is required")
     if message.role != pb.ROLE_USER:
         raise RpcError(INVALID_PARAMS, "message.role must be ROLE_USER")
-    texts, data = [], {}
+    texts, data, files = [], {}, []
     for part in message.parts:
         kind = part.WhichOneof("content")
         if kind == "text":
@@ -162,11 +180,19 @@ def read_send(params: dict[str, Any]) -> Inbound:
             if not isinstance(value, dict):
                 raise RpcError(INVALID_PARAMS, "a data part must hold an object")
             data.update(value)
+        elif kind == "raw":
+            files.append(FilePart(part.filename, part.media_type, data=part.raw))
+        elif kind == "url":
+            if urlsplit(part.url).scheme not in ("http", "https") or len(part.url) > 4096:
+                raise RpcError(INVALID_PARAMS, "a url part must hold an http(s) URL")
+            files.append(FilePart(part.filename or _last(part.url), part.media_type,
+                                  url=part.url))
         else:
-            raise RpcError(UNSUPPORTED if kind else INVALID_PARAMS,
-                           f"a {kind or 'empty'} part is not accepted here: send text or data")
-    if not texts and not data:
-        raise RpcError(INVALID_PARAMS, "message.parts: send at least one text or data part")
+            raise RpcError(INVALID_PARAMS, "an empty part is not accepted: send text, data "
+                           "or a file")
+    if not texts and not data and not files:
+        raise RpcError(INVALID_PARAMS, "message.parts: send at least one text, data or file "
+                       "part")
     meta = MessageToDict(message.metadata) if message.HasField("metadata") else {}
     skill = meta.get("skill")
     deadline = meta.get("deadline_ms")
@@ -179,7 +205,13 @@ def read_send(params: dict[str, Any]) -> Inbound:
     return Inbound(message, "\n".join(texts), data, skill,
                    int(deadline) if deadline is not None else None,
                    bool(config.return_immediately),
-                   config.history_length if config.HasField("history_length") else None)
+                   config.history_length if config.HasField("history_length") else None,
+                   files)
+
+
+def _last(url: str) -> str:
+    """The last component of a URL's path (a file's name, when the part gives none)."""
+    return unquote(urlsplit(url).path.rstrip("/").rpartition("/")[2])
 
 
 def new_task(task_id: str, context_id: str, message: Any) -> Any:

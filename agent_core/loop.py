@@ -340,10 +340,9 @@ class TaskLoop:
         control = run.control
         if control is None or control.steering is None:
             return
-        texts = await control.steering()
-        if texts:
-            await self.journal.append(run, [Message(role="user", kind="user", content=t)
-                                            for t in texts], read_back=True)
+        if said := [Message(role="user", kind="user", content=s) if isinstance(s, str) else s
+                    for s in await control.steering()]:
+            await self.journal.append(run, said, read_back=True)
 
     # --- ending ------------------------------------------------------------------
     async def _finish(self, run: Run, outcome: TaskStatus, text: str) -> TaskResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from .ids import new_id
-from .messages import Part, ToolCall
+from .messages import Message, Part, ToolCall
 from .report import TaskReport
 from .tools.policies import TaskFailures
 
@@ -43,12 +43,13 @@ class TaskControl:
     """Hooks through which the gateway steers a running task (all optional).
 
     ``interrupted`` is asked at every tool boundary: True stops the task there.
-    ``steering`` is asked before every model call: returned texts are injected as user
-    messages (the ``steer`` busy mode).
+    ``steering`` is asked before every model call: what it returns is injected as user
+    messages (the ``steer`` busy mode): a text, or a user ``Message`` with the files it
+    carried.
     """
 
     interrupted: Callable[[], Awaitable[bool]] | None = None
-    steering: Callable[[], Awaitable[list[str]]] | None = None
+    steering: Callable[[], Awaitable[Sequence[str | Message]]] | None = None
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from adapters.base import InboundMessage
 from agent_core import PAUSED, TERMINAL
 from agent_core.ids import new_id
 
+from . import a2a_files
 from .a2a_tasks import A2ATasks, Record
 
 if TYPE_CHECKING:
@@ -81,8 +82,10 @@ class A2AEdge:
         if agent_id == GATEWAY_AGENT:
             return a2a.CardInfo(GATEWAY_AGENT, "The gateway's own agent: it plans, calls its "
                                 "tools step by step (asking a person's approval for "
-                                "writes) and answers.", (a2a.Skill(
-                                    "chat", "ask anything its tools can answer"),))
+                                "writes) and answers; file parts (bytes or a URL) are read "
+                                "like the files people send.", (a2a.Skill(
+                                    "chat", "ask anything its tools can answer"),),
+                                input_modes=a2a_files.INPUT_MODES)
         if self._bus is None:
             return None
         found = next((c for c in await self._live_agents() if c.agent_id == agent_id), None)
@@ -141,6 +144,9 @@ class A2AEdge:
         """Start (or continue) a task; yields the task when done (or at once with
         returnImmediately), or, streaming, the task and then each event."""
         inbound = a2a.read_send(params)
+        if inbound.files:
+            await a2a_files.check(inbound, self.gateway.settings,
+                                  to_gateway=agent_id == GATEWAY_AGENT)
         record = await self._open(agent_id, inbound)
         live = _Live()
         self._live[record.task.id] = live
@@ -267,11 +273,14 @@ class A2AEdge:
 
     async def _run_gateway(self, record: Record, inbound: a2a.Inbound, live: _Live) -> None:
         parts = self.gateway.parts
-        text = inbound.text or json.dumps(inbound.data, ensure_ascii=False)
-        msg = InboundMessage(channel="api", conversation_id=f"api:a2a-{record.correlation_id}",
-                             user_id="a2a-client", text=text, is_direct=True,
-                             mentions_bot=True,
-                             platform_message_id=f"a2a:{inbound.message.message_id}")
+        text = inbound.text or (json.dumps(inbound.data, ensure_ascii=False)
+                                if inbound.data else "")
+        cid = f"api:a2a-{record.correlation_id}"
+        msg = InboundMessage(channel="api", conversation_id=cid, user_id="a2a-client",
+                             text=text, is_direct=True, mentions_bot=True,
+                             platform_message_id=f"a2a:{inbound.message.message_id}",
+                             attachments=await a2a_files.attachments(
+                                 inbound, parts.inbox.stash, cid))
         since = time.time()
         routed = await parts.router.ingest(msg)
         if routed.status == "command":

@@ -18,6 +18,7 @@ from agent_core.models import ModelAdapter
 from . import api
 from .api import GATEWAY, GUARD
 from .auth import LOCAL, LOCAL_ROLE, Credentials
+from .fetching import FileLimits
 from .guard import Guard
 from .metrics import Metrics
 from .service import Gateway
@@ -76,6 +77,7 @@ def _channel_route(name: str) -> Handler:
 #: The web chat's files: its script, the Markdown renderer and sanitiser it uses (vendored,
 #: gateway/static/vendor/README.md), its icon. Nothing is fetched from elsewhere.
 _STATIC = {"chat.js": ("chat.js", "text/javascript"),
+           "attach.js": ("attach.js", "text/javascript"),
            "marked.umd.js": ("vendor/marked.umd.js", "text/javascript"),
            "purify.min.js": ("vendor/purify.min.js", "text/javascript"),
            "favicon.svg": ("favicon.svg", "image/svg+xml")}
@@ -95,18 +97,22 @@ async def webchat_page(request: web.Request) -> web.Response:
 async def webchat_session(request: web.Request) -> web.Response:
     """The web chat page's credential: on a gateway without HERMES_API_KEYS, the local
     token, handed only to the page itself (a same-origin fetch from this machine); with
-    keys, nothing (the page asks its person for one)."""
+    keys, nothing (the page asks its person for one). Either way, the limits of a
+    message's files, for the page to check before it sends them."""
     guard = request.app[GUARD]
+    limits = FileLimits(request.app[GATEWAY].settings)
+    files = {"max_file_bytes": limits.file, "max_files": limits.count}
     token = guard.credentials.local_token()
     if token is None:
-        return web.json_response({"token": None, "needs_key": True},
+        return web.json_response({"token": None, "needs_key": True, "files": files},
                                  headers={"Cache-Control": "no-store"})
     if not guard.is_local(request):
         raise web.HTTPForbidden(reason="the local token is handed only to this machine")
     if request.headers.get("Sec-Fetch-Site") != "same-origin":
         raise web.HTTPForbidden(reason="the local token is handed only to the web chat page")
     return web.json_response({"token": token, "user": LOCAL, "role": LOCAL_ROLE,
-                              "needs_key": False}, headers={"Cache-Control": "no-store"})
+                              "needs_key": False, "files": files},
+                             headers={"Cache-Control": "no-store"})
 
 
 async def static_file(request: web.Request) -> web.Response:

@@ -20,6 +20,7 @@ from agent_core import (
     Approval,
     Event,
     EventType,
+    Message,
     TaskControl,
     TaskRequest,
     TaskResult,
@@ -40,7 +41,7 @@ from agent_core.settings import missing_model_message
 from agent_core.tools.sandbox import inbox_dir, sandbox_dir
 
 from .access import Roles
-from .inbox import Inbox, Received
+from .inbox import SENT_FILES, Inbox, Received
 from .progress import ProgressRelay
 from .queue import Head, WorkItem, WorkQueue
 from .replies import Replies
@@ -91,7 +92,7 @@ class Execution:
             return await self.replies.without_agent(item, missing_model_message(), "failed")
         loop = self.runtime.loop
         control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
-                              steering=self._steering(msg.conversation_id))
+                              steering=self._steering(msg.conversation_id, item.task_id))
         runner: Awaitable[TaskResult]
         step = next_step(item.kind, head.task, head.waiting,
                          sender=f"{msg.channel}:{msg.user_id}")
@@ -122,7 +123,7 @@ class Execution:
             case AnswerWaiting(task_id=waiting):
                 received = await self._receive(item)
                 await self.runtime.store.set_waiting(msg.conversation_id, None)
-                await self._mark_merged(item.task_id, waiting, msg)
+                await self._mark_merged(item.task_id, waiting, msg, received)
                 runner = loop.resume(waiting, reply=_said(msg, received), control=control,
                                      parts=received.parts)
             case Start(unattended=True):
@@ -136,23 +137,27 @@ class Execution:
                 request = self._request(item, f"{msg.channel}:{msg.user_id}", control,
                                         user_name=msg.user_name)
                 request.text, request.parts = _said(msg, received), received.parts
+                if msg.attachments:
+                    request.extra[SENT_FILES] = received.sent()
                 runner = loop.run(request, conversation=head.conversation)
             case unknown:
                 assert_never(unknown)
         return await self._follow(item, runner)
 
-    async def _receive(self, item: WorkItem) -> Received:
+    async def _receive(self, item: WorkItem, into: str | None = None) -> Received:
         """The files of the item's message, received into its conversation's inbox; what
         the person is told about them (refusals, what a voice note said) goes out first,
-        and to the task's event stream."""
+        and to the event stream of the task that reads them (``into``: a running task the
+        message was steered into)."""
         msg = item.inbound
         if self.inbox is None or not msg.attachments:
             return Received()
         received = await self.inbox.receive(msg, item.task_id)
-        self.runtime.bus.emit(Event(EventType.FILES_RECEIVED, item.task_id,
+        task_id = into or item.task_id
+        self.runtime.bus.emit(Event(EventType.FILES_RECEIVED, task_id,
                                     msg.conversation_id, 0, {
                                         "files": [_shown(p.to_dict()) for p in received.parts],
-                                        "notices": received.notices}, task_id=item.task_id))
+                                        "notices": received.notices}, task_id=task_id))
         if received.notices:
             await self.replies.deliverer.deliver(msg.reply("\n".join(received.notices),
                                                            "notice"))
@@ -211,12 +216,16 @@ class Execution:
                    **({"traceparent": item.traceparent} if item.traceparent else {})},
             control=control)
 
-    async def _mark_merged(self, task_id: str, into: str, msg: InboundMessage) -> None:
+    async def _mark_merged(self, task_id: str, into: str, msg: InboundMessage,
+                           received: Received) -> None:
         """A reply to a waiting question continues that task; the new id points to it."""
+        extra: dict[str, Any] = {"continued": into}
+        if msg.attachments:
+            extra[SENT_FILES] = received.sent()
         state = TaskState(task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
                           user_id=msg.user_id, role="user", permissions=[],
                           instruction=msg.text, status="answered",
-                          answer=f"continued task {into}", extra={"continued": into})
+                          answer=f"continued task {into}", extra=extra)
         await self.runtime.store.save_task(state)
 
     def _interrupted(self, cid: str, task_id: str) -> Callable[[], Awaitable[bool]]:
@@ -225,12 +234,23 @@ class Execution:
 
         return interrupted
 
-    def _steering(self, cid: str) -> Callable[[], Awaitable[list[str]]] | None:
+    def _steering(self, cid: str, task_id: str
+                  ) -> Callable[[], Awaitable[list[str | Message]]] | None:
         if self.settings.hermes_busy_mode != "steer":
             return None
 
-        async def steering() -> list[str]:
-            return [item.inbound.text for item in await self.queue.take_steering(cid)]
+        async def steering() -> list[str | Message]:
+            """The messages steered into the running task, with their files (received
+            into the conversation's inbox like any message's)."""
+            said: list[str | Message] = []
+            for item in await self.queue.take_steering(cid):
+                if not item.inbound.attachments:
+                    said.append(item.inbound.text)
+                    continue
+                received = await self._receive(item, into=task_id)
+                said.append(Message(role="user", kind="user", parts=received.parts,
+                                    content=_said(item.inbound, received)))
+            return said
 
         return steering
 

@@ -25,10 +25,49 @@ from agent_core import AddressRefused, PinnedResolver, vet_url
 from agent_core.ids import new_id
 from agent_core.store.keys import Keys
 
+from .settings import GatewaySettings
+
 CHUNK = 64 * 1024
 DOWNLOAD_SECONDS = 120.0
 #: How long a file the API received waits in the store for its task to start.
 STASH_SECONDS = 3600
+
+
+MB = 1024 * 1024
+
+
+class FileLimits:
+    """The deployment's limits on the files one message carries, as the edges that take
+    files in a request (the API, A2A) check them before keeping any: each says which limit
+    is passed, naming its setting, or None."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.file_mb, self.total_mb = (settings.hermes_max_file_mb,
+                                       settings.hermes_max_files_mb_per_task)
+        self.file = int(self.file_mb * MB)
+        self.count = settings.hermes_max_files_per_message
+        self.total = int(self.total_mb * MB)
+
+    def json_body(self) -> int:
+        """The largest JSON body: 1 MB of text and one file's worth of base64."""
+        return MB + self.file * 4 // 3 + 4
+
+    def too_many(self, count: int) -> str | None:
+        if count > self.count:
+            return f"at most {self.count} files a message (HERMES_MAX_FILES_PER_MESSAGE)"
+        return None
+
+    def too_big(self, name: str, size: int) -> str | None:
+        if size > self.file:
+            return (f"{name[:100]!r} is over {self.file_mb:g} MB, the limit of a file "
+                    "(HERMES_MAX_FILE_MB)")
+        return None
+
+    def too_much(self, total: int) -> str | None:
+        if total > self.total:
+            return (f"the files of a message may be {self.total_mb:g} MB together "
+                    "(HERMES_MAX_FILES_MB_PER_TASK)")
+        return None
 
 
 class TooLarge(Exception):

@@ -58,6 +58,22 @@ class Received:
         return cls([Part.from_dict(p) for p in data.get("parts", ())],
                    list(data.get("notices", ())), str(data.get("transcript", "")))
 
+    def sent(self) -> list[dict[str, Any]]:
+        """The files as a conversation's history lists them (the task keeps this)."""
+        return [{"name": p.name, "mime_type": p.mime_type, "size": p.size, "kind": p.kind,
+                 **({"note": p.note} if not p.path else {})} for p in self.parts]
+
+
+#: Where a task keeps the files its message carried (``TaskState.extra``), for the history.
+SENT_FILES = "sent_files"
+
+
+def claimed(attachments: list[Attachment]) -> list[dict[str, Any]]:
+    """A message's files as its platform describes them, before they are received."""
+    kinds = {"image": "image", "voice": "audio", "audio": "audio", "video_note": "audio"}
+    return [{"name": safe_name(a.name, fallback="file"), "mime_type": a.mime_type,
+             "size": a.size, "kind": kinds.get(a.hint, "file")} for a in attachments]
+
 
 class Inbox:
     """Receives the files of messages into their conversations' inboxes."""

@@ -166,6 +166,23 @@ def spec() -> dict[str, Any]:
                                                 "maximum": MAX_HISTORY}}],
                 "responses": {"200": _json(S.HISTORY, "messages, oldest first"),
                               **_errors(400, 401, 404)}}},
+            "/agent/conversations/{conversation_id}/files": {"get": {
+                "summary": "The files people sent in a conversation (its inbox)",
+                "parameters": [cid],
+                "responses": {"200": _json(S.FILES, "the files, by name"),
+                              **_errors(400, 401, 404)}}},
+            "/agent/conversations/{conversation_id}/files/{name}": {"get": {
+                "summary": "One file people sent in a conversation, as a download",
+                "description": "Always `Content-Disposition: attachment`, with "
+                               "`X-Content-Type-Options: nosniff` and "
+                               "`Content-Security-Policy: sandbox`; raster images keep "
+                               "their type, anything else is application/octet-stream.",
+                "parameters": [cid, {"name": "name", "in": "path", "required": True,
+                                     "schema": {"type": "string", "minLength": 1,
+                                                "maxLength": 255}}],
+                "responses": {"200": {"description": "the file",
+                                      "content": {"*/*": {}}},
+                              **_errors(400, 401, 404)}}},
             "/agent/conversations/{conversation_id}": {"delete": {
                 "summary": "Forget everything a conversation stored", "parameters": [cid],
                 "responses": {"200": _json({"type": "object"}, "deleted"),

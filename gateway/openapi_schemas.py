@@ -1,5 +1,5 @@
-"""The data schemas of the OpenAPI description (gateway/openapi.py): tasks, history,
-readiness, runs, schedules."""
+"""The data schemas of the OpenAPI description (gateway/openapi.py): tasks, history, a
+conversation's files, readiness, runs, schedules."""
 
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ TASK = {
     },
     "required": ["task_id", "status", "conversation_id"],
 }
+#: A file a message carried, as the conversation's history lists it.
+SENT_FILE = {"type": "object", "required": ["name", "mime_type"], "properties": {
+    "name": {"type": "string", "description": "as kept in the inbox (made safe)"},
+    "mime_type": {"type": "string"}, "size": {"type": ["integer", "null"]},
+    "kind": {"enum": ["document", "image", "audio", "file"]},
+    "note": {"type": "string", "description": "why it was not read, when it was not"}}}
 HISTORY = {
     "type": "object", "required": ["conversation_id", "messages", "open_tasks"],
     "properties": {
@@ -40,7 +46,10 @@ HISTORY = {
                            "role": {"type": "string", "enum": ["user", "assistant"]},
                            "text": {"type": "string"},
                            "status": {"type": "string", "enum": list(ALL_STATUSES)},
-                           "at": {"type": "number"}}}},
+                           "at": {"type": "number"},
+                           "files": {"type": "array", "description": "the files a user's "
+                                     "message carried (a refused one with its note)",
+                                     "items": SENT_FILE}}}},
         "open_tasks": {"type": "array", "description": "under way or waiting for a person",
                        "items": {"type": "object", "required": ["task_id", "status"],
                                  "properties": {
@@ -50,6 +59,19 @@ HISTORY = {
                                      "approval": {"type": ["object", "null"]},
                                      "question": {"type": ["object", "null"]},
                                      "events_url": {"type": "string"}}}},
+    },
+}
+FILES = {
+    "type": "object", "required": ["conversation_id", "files"],
+    "properties": {
+        "conversation_id": {"type": "string"},
+        "files": {"type": "array", "items": {
+            "type": "object", "required": ["name", "size", "mime_type", "kind", "url"],
+            "properties": {"name": {"type": "string"}, "size": {"type": "integer"},
+                           "mime_type": {"type": "string", "description": "from the content"},
+                           "kind": {"enum": ["document", "image", "audio", "file"]},
+                           "modified": {"type": "number"},
+                           "url": {"type": "string", "description": "where to download it"}}}},
     },
 }
 READY = {"type": "object", "required": ["status"], "additionalProperties": False,

@@ -20,6 +20,7 @@ from agent_core.store.keys import check_conversation_id
 from .access import AccessPolicy
 from .commands import Commands
 from .delivery import Deliverer
+from .inbox import SENT_FILES, claimed
 from .queue import WorkItem, WorkQueue
 from .settings import GatewaySettings
 
@@ -93,7 +94,8 @@ class Router:
         placeholder = TaskState(
             task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
             user_id=msg.user_id, role="", permissions=[], instruction=msg.text,
-            status="queued", extra={"channel": msg.channel})
+            status="queued", extra={"channel": msg.channel, **(
+                {SENT_FILES: claimed(msg.attachments)} if msg.attachments else {})})
         mode = self.settings.hermes_busy_mode
         status = await self.queue.ingest(item, dedupe_key=dedupe_key, mode=mode,
                                          placeholder=placeholder, start_here=start_here)

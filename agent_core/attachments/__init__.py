@@ -4,7 +4,7 @@ of a model call. Fetching them from a platform is the gateway's part."""
 
 from .convert import IMAGE_BYTES, IMAGE_EDGE, Converted, ConvertLimits, convert
 from .names import safe_name, unique_name
-from .sniff import Converter, Sniffed, sniff
+from .sniff import Converter, Sniffed, sniff, sniff_file
 
 __all__ = ["IMAGE_BYTES", "IMAGE_EDGE", "ConvertLimits", "Converted", "Converter", "Sniffed",
-           "convert", "safe_name", "sniff", "unique_name"]
+           "convert", "safe_name", "sniff", "sniff_file", "unique_name"]

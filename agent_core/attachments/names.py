@@ -22,7 +22,11 @@ def safe_name(raw: str, *, fallback: str = "file") -> str:
     name = re.split(r"[/\\]", name)[-1]  # the last component of any path
     name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")  # controls
     name = _UNSAFE.sub("_", name)
-    name = _RUNS.sub(r"\1", name).strip(" ._-")
+    name = _RUNS.sub(r"\1", name)
+    stem, dot, ext = name.rpartition(".")
+    if dot and stem and not stem.strip(" ._-") and ext.strip(" ._-"):
+        name = f"{fallback}.{ext}"  # a stem of nothing but unsafe marks ("😀.png")
+    name = name.strip(" ._-")
     if not name or name.split(".")[0].lower() in _DEVICES:
         name = f"{fallback}{'.' + name if name else ''}" if name else fallback
     return _cap(name)
@@ -36,7 +40,10 @@ def unique_name(name: str, taken: set[str]) -> str:
     if not dot or not stem:
         stem, ext = name, ""
     for n in range(2, 10_000):
-        candidate = _cap(f"{stem}-{n}") + (f".{ext}" if ext else "")
+        suffix = f"-{n}" + (f".{ext}" if ext else "")
+        room = max(1, MAX_NAME_BYTES - len(suffix.encode()))
+        cut = stem.encode()[:room].decode("utf-8", errors="ignore").rstrip(" ._-") or "file"
+        candidate = cut + suffix  # within the cap, the number and extension kept
         if candidate not in taken:
             return candidate
     raise ValueError("too many files of the same name")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from ..messages import PartKind
 
@@ -49,7 +49,12 @@ class Sniffed:
 def sniff(path: Path, name: str) -> Sniffed:
     """What the file at ``path`` (sent as ``name``) is."""
     with path.open("rb") as handle:
-        head = handle.read(HEAD_BYTES)
+        return sniff_file(handle, name)
+
+
+def sniff_file(handle: BinaryIO, name: str) -> Sniffed:
+    """What the file open for reading in ``handle`` (seekable, at its start) is."""
+    head = handle.read(HEAD_BYTES)
     if b"%PDF-" in head[:1024]:
         return Sniffed("application/pdf", "document", "pdf")
     for magic, mime in _IMAGES.items():
@@ -57,19 +62,41 @@ def sniff(path: Path, name: str) -> Sniffed:
             return Sniffed(mime, "image", "image")
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return Sniffed("image/webp", "image", "image")
+    if _utf16(head):  # before audio: a little-endian mark reads as an MPEG frame's sync
+        return _text(head, name)
     audio = _audio(head)
     if audio is not None:
         return Sniffed(audio, "audio", None)
     if head.startswith(b"PK\x03\x04"):
-        return _zip(path)
+        handle.seek(0)
+        return _zip(handle)
     if _is_text(head):
-        ext = name.rpartition(".")[2].lower() if "." in name else ""
-        mime, converter = _TEXT_FLAVOURS.get(ext, ("text/plain", "text"))
-        if converter == "text" and head.lstrip()[:15].lower().startswith(
-                (b"<!doctype html", b"<html")):
-            mime, converter = "text/html", "html"
-        return Sniffed(mime, "document", converter)
+        return _text(head, name)
     return Sniffed(_other(head), "file", None)
+
+
+def _text(head: bytes, name: str) -> Sniffed:
+    """A text's flavour: by its name's extension, or HTML by how it starts."""
+    ext = name.rpartition(".")[2].lower() if "." in name else ""
+    mime, converter = _TEXT_FLAVOURS.get(ext, ("text/plain", "text"))
+    if converter == "text" and head.lstrip()[:15].lower().startswith(
+            (b"<!doctype html", b"<html")):
+        mime, converter = "text/html", "html"
+    return Sniffed(mime, "document", converter)
+
+
+def _utf16(head: bytes) -> bool:
+    """Text in UTF-16 with its byte-order mark (what Windows tools save as "Unicode")."""
+    if not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return False
+    body = head[: len(head) - len(head) % 2]
+    try:
+        text = body.decode("utf-16")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(body) - 4:  # not just a pair cut at the end of the head
+            return False
+        text = body[:exc.start].decode("utf-16")
+    return all(ch.isprintable() or ch in "\t\n\r\f" for ch in text)
 
 
 def _audio(head: bytes) -> str | None:
@@ -89,11 +116,11 @@ def _audio(head: bytes) -> str | None:
     return None
 
 
-def _zip(path: Path) -> Sniffed:
+def _zip(handle: BinaryIO) -> Sniffed:
     """An Office document by the part its container lists, else a ZIP kept as it is
     (never extracted)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(handle) as archive:
             names = set(archive.namelist()[:10_000])
     except (zipfile.BadZipFile, OSError, ValueError):
         return Sniffed("application/zip", "file", None)
@@ -104,10 +131,8 @@ def _zip(path: Path) -> Sniffed:
 
 
 def _is_text(head: bytes) -> bool:
-    """Whether the start of a file reads as text (UTF-8, or UTF-16 with its mark)."""
+    """Whether the start of a file reads as text (UTF-8, or a legacy 8-bit encoding)."""
     if not head:
-        return True
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return True
     if b"\x00" in head:
         return False

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ._http import GATEWAY
+from ..fetching import FileLimits
+from ._http import GATEWAY, body_within
 
 if TYPE_CHECKING:
     from ..a2a import A2AEdge
@@ -61,7 +62,7 @@ async def rpc(request: web.Request) -> web.StreamResponse:
     agent_id = request.match_info["agent_id"]
     call_id: Any = None
     try:
-        call = a2a.read_call(await request.read())
+        call = a2a.read_call(await _body(request))
         call_id = call.id
         if call.method == "SendStreamingMessage":
             return await _stream(request, edge, agent_id, call)
@@ -74,6 +75,21 @@ async def rpc(request: web.Request) -> web.StreamResponse:
         return web.json_response(a2a.result(call, value))
     except a2a.RpcError as exc:
         return web.json_response(a2a.error(call_id, exc))
+
+
+async def _body(request: web.Request) -> bytes:
+    """The request's body: up to 1 MB and one file's worth of base64 (a file part's bytes,
+    HERMES_MAX_FILE_MB); past that a JSON-RPC error naming the limit."""
+    from adapters import a2a
+
+    limits = FileLimits(request.app[GATEWAY].settings)
+    try:
+        return await body_within(request, limits.json_body())
+    except web.HTTPRequestEntityTooLarge:
+        raise a2a.RpcError(a2a.INVALID_REQUEST, f"the request is over "
+                           f"{limits.json_body()} bytes: a file part's bytes may be "
+                           f"{limits.file_mb:g} MB (HERMES_MAX_FILE_MB); send a larger "
+                           "file as a url part") from None
 
 
 async def _stream(request: web.Request, edge: A2AEdge, agent_id: str, call: Any

@@ -9,11 +9,12 @@ from agent_core import PAUSED, TERMINAL, TaskState
 from agent_core.store import CONVERSATION_ID
 from agent_core.task import ACTIVE
 
+from ..inbox import SENT_FILES
 from ..openapi import MAX_HISTORY
 from ._http import GATEWAY, bad, caller_of, number, visible
 
 
-def _conversation(request: web.Request) -> str:
+def conversation_in_path(request: web.Request) -> str:
     """The path's conversation, when the caller may see it (its own, or any for an
     admin); 404 otherwise."""
     cid = request.match_info["conversation_id"]
@@ -24,10 +25,11 @@ def _conversation(request: web.Request) -> str:
 
 
 async def recent_messages(request: web.Request) -> web.Response:
-    """The conversation's last tasks as messages (each one's request and what its person
-    was told), oldest first, and the tasks still under way or waiting for a person."""
+    """The conversation's last tasks as messages (each one's request, with the files it
+    carried, and what its person was told), oldest first, and the tasks still under way or
+    waiting for a person."""
     gateway = request.app[GATEWAY]
-    cid = _conversation(request)
+    cid = conversation_in_path(request)
     limit = int(number(request, "limit", low=1, high=MAX_HISTORY, default=20, integer=True)
                 or 20)
     tasks = await gateway.parts.opened.store.recent_tasks(cid, limit)
@@ -54,14 +56,18 @@ async def recent_messages(request: web.Request) -> web.Response:
 
 
 def _message(state: TaskState, role: str, text: str, at: float) -> dict[str, object]:
-    return {"task_id": state.task_id, "role": role, "text": text, "status": state.status,
-            "at": at}
+    message: dict[str, object] = {"task_id": state.task_id, "role": role, "text": text,
+                                  "status": state.status, "at": at}
+    files = state.extra.get(SENT_FILES)
+    if role == "user" and files:
+        message["files"] = files
+    return message
 
 
 async def forget_conversation(request: web.Request) -> web.Response:
     """Delete everything a conversation stored (a user's "forget me")."""
     gateway = request.app[GATEWAY]
-    cid = _conversation(request)
+    cid = conversation_in_path(request)
     deleted = await gateway.parts.opened.store.forget(cid)
     return web.json_response({"conversation_id": cid, "deleted_keys": deleted})
 
@@ -69,7 +75,7 @@ async def forget_conversation(request: web.Request) -> web.Response:
 async def reset_conversation(request: web.Request) -> web.Response:
     """Start a fresh session; the archive stays searchable."""
     gateway = request.app[GATEWAY]
-    cid = _conversation(request)
+    cid = conversation_in_path(request)
     await gateway.parts.opened.store.reset(cid)
     return web.json_response({"conversation_id": cid, "reset": True})
 

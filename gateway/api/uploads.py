@@ -15,11 +15,9 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.base import Attachment
 
-from ..fetching import Stash
-from ..settings import GatewaySettings
+from ..fetching import MB, FileLimits, Stash
 from ._http import bad, too_large
 
-MB = 1024 * 1024
 #: Fields of a multipart body besides its files, and the most each may hold.
 FIELDS = {"text": 80_000, "conversation_id": 1_000, "user_id": 1_000}
 
@@ -33,31 +31,21 @@ class Upload:
     data: bytes
 
 
-class Limits:
-    """The deployment's limits on the files of one message."""
-
-    def __init__(self, settings: GatewaySettings) -> None:
-        self.file = int(settings.hermes_max_file_mb * MB)
-        self.count = settings.hermes_max_files_per_message
-        self.total = int(settings.hermes_max_files_mb_per_task * MB)
-
-    def json_body(self) -> int:
-        """The largest JSON body: 1 MB of text and one file's worth of base64."""
-        return MB + self.file * 4 // 3 + 4
+class Limits(FileLimits):
+    """The deployment's limits on the files of one message, refused with a 413 naming the
+    limit."""
 
     def check(self, uploads: list[Upload], adding: int = 0) -> None:
         """413 naming the limit the files pass, if any."""
-        if len(uploads) + adding > self.count:
-            raise too_large(f"at most {self.count} files a message "
-                            "(HERMES_MAX_FILES_PER_MESSAGE)")
-        if sum(len(u.data) for u in uploads) > self.total:
-            raise too_large(f"the files of a message may be {self.total // MB} MB together "
-                            "(HERMES_MAX_FILES_MB_PER_TASK)")
+        reason = self.too_many(len(uploads) + adding) or self.too_much(
+            sum(len(u.data) for u in uploads))
+        if reason:
+            raise too_large(reason)
 
     def one(self, name: str, size: int) -> None:
-        if size > self.file:
-            raise too_large(f"{name[:100]!r} is over {self.file / MB:g} MB, the limit of a "
-                            "file (HERMES_MAX_FILE_MB)")
+        reason = self.too_big(name, size)
+        if reason:
+            raise too_large(reason)
 
 
 def decoded(parts: list[Any], limits: Limits) -> list[Upload]:

@@ -1,8 +1,9 @@
 // The web chat: sends a message, follows the task's events (server-sent events), shows each
 // step where it happened, approvals with their buttons, questions with their choices, and
 // the answer rendered from Markdown (marked, then DOMPurify: only sanitised HTML enters the
-// page). After a reload it shows the conversation's recent messages and picks up any task
-// that is still under way or waiting for a person.
+// page). Files attached (attach.js) go with the message as multipart/form-data. After a
+// reload it shows the conversation's recent messages (with the files each carried) and
+// picks up any task that is still under way or waiting for a person.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -24,6 +25,7 @@ async function connect() {
   const r = await fetch("/webchat/session", {headers: {"X-Hermes-Client": "webchat"}}).catch(() => null);
   const body = r && r.ok ? await r.json().catch(() => ({})) : {};
   session.needsKey = !!body.needs_key;
+  attach.setLimits(body.files);
   session.token = body.token || localStorage.getItem("hermes.token") || "";
   session.user = body.user || "";
   if (!session.user && session.token) {
@@ -33,8 +35,9 @@ async function connect() {
 }
 function conversationKey() { return "webchat:" + session.user + ":" + conversation; }
 function token() { return session.token; }
-function headers() {
-  const h = {"Content-Type": "application/json", "X-Hermes-Client": "webchat"};
+function headers(json = true) {
+  const h = {"X-Hermes-Client": "webchat"};
+  if (json) h["Content-Type"] = "application/json";
   if (token()) h["Authorization"] = "Bearer " + token();
   return h;
 }
@@ -114,23 +117,35 @@ async function askForKey() {
   return true;
 }
 
-async function ask(text) {
-  if (session.needsKey && !token() && !(await askForKey())) return;
-  bubble("user", text);
+// Sends a message (and the files attached to it: a multipart body).
+async function ask(text, files = []) {
+  if (session.needsKey && !token() && !(await askForKey())) { attach.putBack(files); return; }
+  const mine = bubble("user", text);
+  if (files.length) mine.appendChild(attach.chips(files.map(attach.describe)));
+  scrollDown();
   send.disabled = true;
   let body = {}, r;
   try {
-    r = await fetch("/agent/run-async", {method: "POST", headers: headers(),
-      body: JSON.stringify({text: text, conversation_id: conversation})});
+    let sent;
+    if (files.length) {
+      sent = new FormData();
+      sent.append("text", text); sent.append("conversation_id", conversation);
+      for (const f of files) sent.append("file", f.file, f.file.name);
+    } else sent = JSON.stringify({text: text, conversation_id: conversation});
+    r = await fetch("/agent/run-async", {method: "POST", headers: headers(!files.length), body: sent});
     body = await r.json().catch(() => ({}));
   } catch (e) {
+    attach.putBack(files);
     bubble("bot", "Could not reach the gateway: " + e, {error: true}); refresh(); return;
   }
   if (r.status === 401) {
     localStorage.removeItem("hermes.token"); session.token = "";
-    if (await askForKey()) { log.lastElementChild.remove(); return ask(text); }
+    if (await askForKey()) { mine.remove(); return ask(text, files); }
   }
-  if (!r.ok) { bubble("bot", "Error: " + (body.error || r.status), {error: true}); refresh(); return; }
+  if (!r.ok) {
+    attach.putBack(files);  // refused (a limit): back in the tray, to send again without it
+    bubble("bot", "Error: " + (body.error || r.status), {error: true}); refresh(); return;
+  }
   if (body.status === "command") {  // answered at once (/help, /status, /reset, /stop ...)
     bubble("bot", body.text || "", {md: true});
     refresh(); return;
@@ -160,6 +175,8 @@ function follow(taskId, status) {
   const on = (type, fn) => es.addEventListener(type, (e) => fn(JSON.parse(e.data).payload || {}));
   const undraft = () => { if (task.draft) { task.draft.remove(); task.draft = null; } };
   on("AGENT_STARTED", () => setStatus(taskId, "running"));
+  // What the person is told about the files (a refusal naming its limit, "heard: ...").
+  on("FILES_RECEIVED", (p) => (p.notices || []).forEach((n) => step(/^heard/.test(n) ? "ok" : "error", n)));
   on("MODEL_DELTA", (p) => {
     if (!p.text) return;
     if (!task.draft) { task.draft = bubble("bot draft", ""); task.draft.dataset.text = ""; }
@@ -288,7 +305,10 @@ async function restore() {
   }
   if (!body.messages.length) welcome();
   for (const m of body.messages) {
-    if (m.role === "user") bubble("user", m.text);
+    if (m.role === "user") {
+      const b = bubble("user", m.text);
+      if (m.files && m.files.length) b.appendChild(attach.chips(m.files, keptImage));
+    }
     else {
       shown.add(answerKey(m.task_id, m.status, m.text));
       answer(m.text, m.status);
@@ -297,13 +317,20 @@ async function restore() {
   for (const t of body.open_tasks) follow(t.task_id, t.status);
 }
 
+// An image sent earlier in this conversation, read back from its files (with the key).
+async function keptImage(file) {
+  const r = await fetch("/agent/conversations/" + encodeURIComponent(conversationKey()) + "/files/" +
+    encodeURIComponent(file.name), {headers: headers(false)});
+  return r.ok ? URL.createObjectURL(await r.blob()) : null;
+}
+
 // --- the form ----------------------------------------------------------------------------
 form.addEventListener("submit", (e) => {
   e.preventDefault();
   const t = input.value.trim();
-  if (!t || document.documentElement.dataset.ready !== "true") return;
+  if ((!t && !attach.has()) || document.documentElement.dataset.ready !== "true") return;
   if (send.disabled && !t.startsWith("/")) return;  // commands go while a task runs
-  input.value = ""; grow(); ask(t);
+  input.value = ""; grow(); ask(t, t.startsWith("/") ? [] : attach.take());
 });
 input.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }

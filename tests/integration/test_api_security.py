@@ -138,7 +138,9 @@ async def test_a_keyed_gateway_hands_no_token_to_its_page(make_gateway: GatewayF
                                                          ) -> None:
     h = await make_gateway(hermes_api_keys=[key("ops", "admin")])
     body = await (await h.client.get("/webchat/session", headers=SAME_ORIGIN_FETCH)).json()
-    assert body == {"token": None, "needs_key": True}
+    # No token; only what the page checks before it sends files (limits are not secret).
+    assert body == {"token": None, "needs_key": True, "files": {
+        "max_file_bytes": 20 * 1024 * 1024, "max_files": 10}}
     local = (h.settings.hermes_data_dir / "local-token")
     assert not local.exists(), "no local token on a gateway with keys"
 
