@@ -44,6 +44,9 @@ class EventType(StrEnum):
     #: A tool produced a file for the person (``name``, ``mime_type``, ``bytes``, and
     #: ``path`` in the task's sandbox when it was kept), e.g. an MCP tool's image.
     TOOL_ATTACHMENT = "TOOL_ATTACHMENT"
+    #: A budget the task is charged to passed its warning share (once per window): the
+    #: budget's standing (``BudgetUse``) and ``text``, what the conversation was told.
+    BUDGET_WARNING = "BUDGET_WARNING"
 
 
 @dataclass(frozen=True, slots=True)
