@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import a2a, approvals, audit, conversations, schedules, service, tasks, workflows
+from . import (
+    a2a,
+    approvals,
+    audit,
+    conversations,
+    schedules,
+    service,
+    tasks,
+    usage,
+    workflows,
+)
 from ._http import GATEWAY, GUARD, parse
 
 __all__ = ["GATEWAY", "GUARD", "parse", "setup"]
@@ -13,6 +23,6 @@ __all__ = ["GATEWAY", "GUARD", "parse", "setup"]
 
 def setup(app: web.Application) -> None:
     """Register every API route."""
-    for resource in (tasks, conversations, approvals, audit, schedules, workflows, a2a,
+    for resource in (tasks, conversations, approvals, audit, usage, schedules, workflows, a2a,
                      service):
         resource.setup(app)
