@@ -37,19 +37,17 @@ for i = 1, ns do
     add(c, 'rt', -t)
     add(c, 'ru', -u)
   end
-  add(c, 't', tonumber(ARGV[a + 1]))
-  add(c, 'u', tonumber(ARGV[a + 2]))
-  redis.call('EXPIRE', c, ARGV[a + 3])
+  local t = redis.call('HINCRBY', c, 't', ARGV[a + 1])
+  local u = redis.call('HINCRBY', c, 'u', ARGV[a + 2])
+  if t == tonumber(ARGV[a + 1]) then  -- the counter was made again (it had expired)
+    redis.call('EXPIRE', c, ARGV[a + 3])
+  end
   local wt, wu = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  if wt >= 0 or wu >= 0 then
-    local v = redis.call('HMGET', c, 't', 'u')
-    local t, u = tonumber(v[1] or 0), tonumber(v[2] or 0)
-    if ((wt >= 0 and t >= wt) or (wu >= 0 and u >= wu))
-        and redis.call('HSETNX', c, 'w', 1) == 1 then
-      table.insert(warned, i)
-      table.insert(warned, t)
-      table.insert(warned, u)
-    end
+  if ((wt >= 0 and t >= wt) or (wu >= 0 and u >= wu))
+      and redis.call('HSETNX', c, 'w', 1) == 1 then
+    table.insert(warned, i)
+    table.insert(warned, t)
+    table.insert(warned, u)
   end
   a = a + 6
 end
@@ -87,12 +85,14 @@ if out[1] == 1 then
   local expires = string.format('%d', now + tonumber(ARGV[3]))
   for j = 1, nr do
     local c, h = KEYS[base + 2 * j - 1], KEYS[base + 2 * j]
-    local ttl = ARGV[a + 3 * (j - 1) + 2]
     redis.call('ZADD', h, expires, ARGV[4])
-    add(c, 'rt', wt)
     add(c, 'ru', wu)
-    redis.call('EXPIRE', c, ttl)
-    redis.call('EXPIRE', h, ttl)
+    if redis.call('HINCRBY', c, 'rt', ARGV[5]) == wt then
+      -- No other hold on the counter: its keys may be new, and get their time to live.
+      local ttl = ARGV[a + 3 * (j - 1) + 2]
+      redis.call('EXPIRE', c, ttl)
+      redis.call('EXPIRE', h, ttl)
+    end
   end
 end
 for _, x in ipairs(warned) do

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ..models.base import Usage
 
@@ -44,6 +44,10 @@ class BudgetMatch(BaseModel):
     role: tuple[str, ...] = ()
     schedule: tuple[str, ...] = ()
     agent: tuple[str, ...] = ()
+    _any: bool = PrivateAttr(False)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._any = any(getattr(self, name) for name in _MATCHED)
 
     @field_validator(*_MATCHED, mode="before")
     @classmethod
@@ -52,6 +56,8 @@ class BudgetMatch(BaseModel):
 
     def allows(self, charge: Charge) -> bool:
         """Whether the call is one this rule counts."""
+        if not self._any:
+            return True
         for name in _MATCHED:
             patterns: tuple[str, ...] = getattr(self, name)
             if not patterns:
@@ -80,6 +86,7 @@ class BudgetRule(BaseModel):
     #: Names the rule's counters; by default derived from scope, window and match, so a
     #: changed limit keeps counting what was already spent.
     id: str | None = Field(None, pattern=RULE_ID)
+    _key: str = PrivateAttr("")
 
     @model_validator(mode="after")
     def _a_limit(self) -> BudgetRule:
@@ -87,13 +94,15 @@ class BudgetRule(BaseModel):
             raise ValueError("a budget needs tokens, usd or both")
         return self
 
+    def model_post_init(self, context: Any, /) -> None:
+        what = json.dumps([self.scope, self.window, self.match.model_dump()], sort_keys=True)
+        self._key = self.id or \
+            f"{self.scope[0]}{self.window[0]}-{hashlib.sha256(what.encode()).hexdigest()[:10]}"
+
     @property
     def key(self) -> str:
         """The id of this rule's counters."""
-        if self.id:
-            return self.id
-        what = json.dumps([self.scope, self.window, self.match.model_dump()], sort_keys=True)
-        return f"{self.scope[0]}{self.window[0]}-{hashlib.sha256(what.encode()).hexdigest()[:10]}"
+        return self._key
 
     def applies(self, charge: Charge) -> bool:
         """Whether ``charge`` is counted by this rule."""

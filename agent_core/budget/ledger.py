@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,13 +44,17 @@ _KEEP = 86400
 
 @dataclass(frozen=True, slots=True)
 class _Counter:
-    """One budget's counter for one subject in one window."""
+    """One budget's counter for one subject in one window, with what the script is told
+    of it: its limits and warning shares (-1: none), and how long its keys live."""
 
     rule: BudgetRule
     subject: str
     span: Span
     key: str
     holds: str
+    limits: tuple[int, int]
+    warn: tuple[int, int]
+    ttl: int
 
 
 @dataclass(slots=True)
@@ -58,10 +63,8 @@ class _Hold(Hold):
     nano: int = 0
     price: ModelPrice | None = None
     counters: tuple[_Counter, ...] = ()
-
-    @property
-    def member(self) -> str:
-        return f"{self.id}|{self.tokens}|{self.nano}"
+    #: Its entry in each counter's holds: ``id|tokens|nano``.
+    member: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +103,20 @@ class StoreBudget:
         self._flushes: set[asyncio.Task[None]] = set()
         self._renewer: Background | None = None
         self._counters: dict[tuple[str, str, str], _Counter] = {}
+        #: Per caller (its fields the rules look at): the counters that count its calls,
+        #: and when the first of their windows began and ends.
+        self._applying: dict[tuple[str | None, ...], tuple[float, float, tuple[_Counter, ...]]] = {}
 
     # --- the Budget protocol ------------------------------------------------------------
     async def reserve(self, charge: Charge) -> Hold:
         """Hold the call's worst case on every budget that applies (BudgetExceeded, and
         nothing held, when one has no room); settles queued here go in the same step."""
         price = self.prices.of(charge.model)
-        hold = _Hold(charge, new_id(12), tokens=charge.tokens, price=price,
-                     nano=worst_case(price, charge.prompt_tokens, charge.max_tokens))
-        counters = tuple(self._counter(r, charge) for r in self.rules if r.applies(charge))
+        nano = worst_case(price, charge.prompt_tokens, charge.max_tokens)
+        hold_id = new_id(12)
+        hold = _Hold(charge, hold_id, tokens=charge.tokens, price=price, nano=nano,
+                     member=f"{hold_id}|{charge.tokens}|{nano}")
+        counters = self._applicable(charge)
         settled = self._take()
         if not counters and not settled:
             return hold
@@ -208,10 +216,9 @@ class StoreBudget:
 
     # --- inside -----------------------------------------------------------------------
     def _take(self) -> list[_Settled]:
+        # A timer set for these stays: it finds nothing to send (cheaper than cancelling it
+        # on every call).
         settled, self._pending = self._pending, []
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         return settled
 
     def _flush_soon(self) -> None:
@@ -236,12 +243,11 @@ class StoreBudget:
         for s in settled:
             for c in s.hold.counters:
                 keys += (c.key, c.holds)
-                entries += (s.hold.member, s.tokens, s.nano, self._ttl(c), *_warn_at(c.rule))
+                entries += (s.hold.member, s.tokens, s.nano, c.ttl, *c.warn)
         n_settled = len(keys) // 2
         for c in counters:
             keys += (c.key, c.holds)
-            entries += (-1 if c.rule.tokens is None else c.rule.tokens,
-                        -1 if c.rule.usd is None else round(c.rule.usd * NANO), self._ttl(c))
+            entries += (*c.limits, c.ttl)
         head = (n_settled, len(counters), int(self.lease * 1000),
                 hold.member if hold else "", hold.tokens if hold else 0,
                 hold.nano if hold else 0)
@@ -283,10 +289,23 @@ class StoreBudget:
                          reserved_usd=ru / NANO, resets_at=c.span.end,
                          timezone=self.calendar.timezone, exempt=exempt)
 
-    def _counter(self, rule: BudgetRule, charge: Charge) -> _Counter:
-        subject = charge.subject(rule.scope)
-        assert subject is not None
-        return self._counter_of(rule, subject)
+    def _applicable(self, charge: Charge) -> tuple[_Counter, ...]:
+        """The counters of the budgets that count ``charge``, in their current windows
+        (worked out once per caller and window)."""
+        who = (charge.user_id, charge.conversation_id, charge.channel, charge.schedule,
+               charge.agent, charge.role)
+        now = self.calendar.now()
+        kept = self._applying.get(who)
+        if kept is not None and kept[0] <= now < kept[1]:
+            return kept[2]
+        counters = tuple(self._counter_of(r, charge.subject(r.scope) or "")
+                         for r in self.rules if r.applies(charge))
+        if len(self._applying) > 10_000:
+            self._applying.clear()
+        self._applying[who] = (max((c.span.start for c in counters), default=-math.inf),
+                               min((c.span.end for c in counters), default=math.inf),
+                               counters)
+        return counters
 
     def _counter_of(self, rule: BudgetRule, subject: str) -> _Counter:
         span = self.calendar.span(rule.window)
@@ -297,11 +316,14 @@ class StoreBudget:
             name = _key_part(subject)
             found = self._counters[(rule.key, subject, span.label)] = _Counter(
                 rule, subject, span, self.keys.counter(rule.key, span.label, name),
-                self.keys.holds(rule.key, span.label, name))
+                self.keys.holds(rule.key, span.label, name),
+                limits=(-1 if rule.tokens is None else rule.tokens,
+                        -1 if rule.usd is None else round(rule.usd * NANO)),
+                warn=_warn_at(rule),
+                # Counted from now, kept with the counter: at most a window longer than
+                # needed, never shorter.
+                ttl=max(1, int(span.end - self.calendar.now()) + _KEEP))
         return found
-
-    def _ttl(self, counter: _Counter) -> int:
-        return max(1, int(counter.span.end - self.calendar.now()) + _KEEP)
 
     def _keep_renewing(self) -> None:
         if self._renewer is None:

@@ -24,6 +24,7 @@ class Prices:
 
     def __init__(self, prices: Mapping[str, ModelPrice] | None = None) -> None:
         self.prices = dict(prices or {})
+        self._found: dict[tuple[str, ...], ModelPrice | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.prices)
@@ -31,6 +32,14 @@ class Prices:
     def of(self, *names: str) -> ModelPrice | None:
         """The price of the first of ``names`` that has one (each also without its
         provider prefix)."""
+        if names in self._found:
+            return self._found[names]
+        if len(self._found) > 1000:
+            self._found.clear()
+        self._found[names] = found = self._look_up(names)
+        return found
+
+    def _look_up(self, names: tuple[str, ...]) -> ModelPrice | None:
         for name in names:
             if not name:
                 continue
