@@ -201,13 +201,16 @@ class StoreBudget:
 
     async def aclose(self) -> None:
         """Send what is queued, stop renewing holds."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._flushes:
             await asyncio.wait(list(self._flushes), timeout=5)
         try:
             await self.flush()
         except Exception as exc:
             log.warning("budgets: %d settles not recorded at stop: %s", len(self._pending), exc)
-        if self._timer is not None:
+        if self._timer is not None:  # set by a flush that failed: nothing will retry now
             self._timer.cancel()
             self._timer = None
         if self._renewer is not None:
@@ -346,10 +349,11 @@ def _warn_at(rule: BudgetRule) -> tuple[int, int]:
 
 
 def _key_part(subject: str) -> str:
-    """A subject as it may appear in a key (plain ids as they are, others hashed)."""
+    """A subject as it may appear in a key: plain ids as they are, others hashed (after a
+    ``#``, which no plain id has)."""
     if len(subject) <= 120 and CONVERSATION_ID.match(subject):
         return subject
-    return "h-" + hashlib.sha256(subject.encode()).hexdigest()[:24]
+    return "#" + hashlib.sha256(subject.encode()).hexdigest()[:32]
 
 
 def _matches(value: str, patterns: tuple[str, ...]) -> bool:
@@ -361,7 +365,7 @@ def _matches(value: str, patterns: tuple[str, ...]) -> bool:
 def announce(prices: Prices, rules: Sequence[BudgetRule], models: Iterable[str]) -> None:
     """Say at start which models have no price: their calls count tokens only."""
     missing = prices.unpriced(m for m in models if m)
-    if not missing or not (prices or any(r.usd is not None for r in rules)):
+    if not missing or not (prices or rules):  # nothing is counted: nothing to say
         return
     level = logging.WARNING if any(r.usd is not None for r in rules) else logging.INFO
     for model in missing:

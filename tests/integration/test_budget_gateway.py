@@ -75,6 +75,8 @@ async def test_two_gateways_hold_one_persons_parallel_tasks_to_their_budget(
     answered = [t for t in ended if t["status"] == "answered"]
     refused = [t for t in ended if t["status"] == "limit"]
     assert len(answered) == 2 and len(refused) == 8, "two calls of $50 fit in $120"
+    assert {t["budget"]["scope"] for t in refused} == {"user"} and all(
+        t["budget"] is None for t in answered)
     for task in refused:
         assert task["text"].startswith("I can't start on this: the next step needs up to "
                                        "$50.00 and your daily USD budget has $")
