@@ -201,23 +201,24 @@ class StoreBudget:
 
     async def aclose(self) -> None:
         """Send what is queued, stop renewing holds."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if self._flushes:
             await asyncio.wait(list(self._flushes), timeout=5)
         try:
             await self.flush()
         except Exception as exc:
             log.warning("budgets: %d settles not recorded at stop: %s", len(self._pending), exc)
-        if self._timer is not None:  # set by a flush that failed: nothing will retry now
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()  # one a failed flush set: nothing will retry now
         if self._renewer is not None:
             await self._renewer.stop()
             self._renewer = None
 
     # --- inside -----------------------------------------------------------------------
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def _take(self) -> list[_Settled]:
         # A timer set for these stays: it finds nothing to send (cheaper than cancelling it
         # on every call).
