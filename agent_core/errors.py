@@ -18,6 +18,7 @@ One root, three families kept apart::
     │   ├── AgentLoopLimitError      AGENT_MAX_ROUND reached without an answer
     │   ├── AgentDeadlineError       the overall task deadline passed
     │   ├── TooManyInvalidDecisions  K consecutive unusable model outputs
+    │   ├── BudgetExceeded           a model call would exceed a budget (HERMES_BUDGETS)
     │   ├── ToolError                a tool failed on purpose, with a message for the model
     │   ├── StoreUnavailableError    the Redis-protocol store cannot be reached
     │   └── AddressRefused           a URL that leads inside the network (the SSRF guard)
@@ -30,7 +31,10 @@ Every message quotes identifiers with ``!r`` and never contains a secret.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .budget.base import Overrun
 
 
 class HermesError(Exception):
@@ -175,6 +179,35 @@ class TooManyInvalidDecisions(RuntimeFailure):
         )
         self.count = count
         self.last_reason = last_reason
+
+
+class BudgetExceeded(RuntimeFailure):
+    """A model call would take a budget past its limit: the call is not made and the task
+    ends (its work so far kept). ``overrun`` says which budget, its ``limit``, what is
+    ``used`` and when it ``resets_at``; ``user_message`` says it to the person."""
+
+    def __init__(self, overrun: Overrun, *, user_message: str) -> None:
+        o = overrun
+        super().__init__(
+            f"budget {o.rule!r} ({o.scope} {o.subject!r}, per {o.window}) would be exceeded: "
+            f"{o.used:g} used + {o.reserved:g} reserved + {o.wanted:g} wanted > "
+            f"{o.limit:g} {o.unit}", user_message=user_message)
+        self.overrun = overrun
+
+    @property
+    def limit(self) -> float:
+        """The budget's limit, in its ``overrun.unit``."""
+        return self.overrun.limit
+
+    @property
+    def used(self) -> float:
+        """What was used of it in this window."""
+        return self.overrun.used
+
+    @property
+    def resets_at(self) -> float:
+        """When its window ends (Unix seconds)."""
+        return self.overrun.resets_at
 
 
 class ToolError(RuntimeFailure):

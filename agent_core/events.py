@@ -48,6 +48,9 @@ class EventType(StrEnum):
     #: size, kind, note of each; ``notices``: what the person is told, such as a refusal
     #: naming its limit or what a voice note was heard to say).
     FILES_RECEIVED = "FILES_RECEIVED"
+    #: A budget the task is charged to passed its warning share (once per window): the
+    #: budget's standing (``BudgetUse``) and ``text``, what the conversation was told.
+    BUDGET_WARNING = "BUDGET_WARNING"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .budget.base import Budget
 from .context.tokens import TokenCounter, counter_for
 from .decisions import AgentDecision
 from .errors import (
     AgentDeadlineError,
     AgentLoopLimitError,
+    BudgetExceeded,
     RuntimeFailure,
     StoreUnavailableError,
     TaskInterrupted,
@@ -41,7 +43,6 @@ from .model_turn import ModelTurn
 from .models.base import ModelAdapter
 from .parser import DecisionParser
 from .prompt import REPAIR_PROMPT
-from .replanner import Replanner
 from .report import TaskReport
 from .run import LoopConfig, Run
 from .store.base import ConversationStore, Snapshot
@@ -79,6 +80,7 @@ class TaskLoop:
         compressor: Compressor | None = None,
         extra_tool_specs: Sequence[dict[str, Any]] = (),
         services: Services | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.model = model
         self.executor = executor
@@ -89,12 +91,11 @@ class TaskLoop:
         self._extra_tool_specs = list(extra_tool_specs)
         self.journal = Journal(store, self.counter, self.config)
         self.model_turn = ModelTurn(model, self.journal, self.counter, self.config,
-                                    tool_specs=(), has_recall=False)
+                                    tool_specs=(), has_recall=False, budget=budget)
         self.tools = ToolTurn(executor, self.journal, store, self.counter, self.config,
                               compressor=compressor, services=services)
         self._tools_version = -1
         self.sync_tools()
-        self.replanner = Replanner(model)
         #: Set before cancelling tasks for a restart: their state stays "running" so that
         #: ``recover`` continues them in the next process instead of closing them.
         self.shutting_down = False
@@ -232,9 +233,7 @@ class TaskLoop:
             return await self._finish_closed(run, "cancelled",
                                              "Stopped: a newer message took over.",
                                              "the task was interrupted by a newer message")
-        except AgentLoopLimitError as exc:
-            return await self._finish_closed(run, "limit", exc.user_message, str(exc))
-        except AgentDeadlineError as exc:
+        except (AgentLoopLimitError, AgentDeadlineError, BudgetExceeded) as exc:
             return await self._finish_closed(run, "limit", exc.user_message, str(exc))
         except TooManyInvalidDecisions as exc:
             return await self._finish_closed(run, "invalid", exc.user_message, str(exc))
@@ -262,10 +261,11 @@ class TaskLoop:
             await self._steer(run)
             if self.config.replan_every and state.round > 1 and \
                     (state.round - 1) % self.config.replan_every == 0:
-                await self._replan(run, "periodic")
+                await self.model_turn.replan(run, "periodic")
             response = await self.model_turn.call(run)
             decisions = await self.parser.parse_with_repair(
-                response, self.model_turn.repair if self.config.repair_with_model else None)
+                response, self.model_turn.repairer(run) if self.config.repair_with_model
+                else None)
             for d in decisions:
                 run.emit(EventType.PLANNER_DECISION, _decision_payload(d))
 
@@ -318,24 +318,9 @@ class TaskLoop:
         if run.state.invalid_streak >= self.config.max_invalid:
             raise TooManyInvalidDecisions(run.state.invalid_streak, decision.reason)
         if run.state.invalid_streak == 2:
-            await self._replan(run, "invalid_burst")
+            await self.model_turn.replan(run, "invalid_burst")
 
     # --- between rounds ------------------------------------------------------------
-    async def _replan(self, run: Run, why: str) -> None:
-        snap = await self.journal.conversation(run)  # the plan is about to change
-        started = time.perf_counter()
-        try:
-            plan = await self.replanner.summarise(snap.window, run.state.instruction)
-        except RuntimeFailure as exc:
-            log.info("replanning skipped: %s", exc)
-            return
-        finally:
-            run.report.model_time += time.perf_counter() - started
-            run.report.model_calls += 1
-        if plan:
-            await self.store.set_plan(run.state.conversation_id, plan)
-            run.emit(EventType.PLAN_UPDATED, {"plan": plan, "why": why})
-
     async def _steer(self, run: Run) -> None:
         control = run.control
         if control is None or control.steering is None:
@@ -358,9 +343,7 @@ class TaskLoop:
             await self.journal.save(run)
         run.emit(EventType.AGENT_FINISHED, {
             "outcome": outcome, "text": text[:4000], "report": state.report})
-        return TaskResult(state.task_id, state.trace_id, state.conversation_id, outcome, text,
-                          run.report, question=state.question, approval=state.approval,
-                          error=state.error, superseded=state.superseded)
+        return TaskResult.from_state(state, run.report)
 
     async def _finish_closed(self, run: Run, outcome: TaskStatus, text: str, error: str
                              ) -> TaskResult:
@@ -384,8 +367,8 @@ class TaskLoop:
             log.warning("could not save the final task state: %s", exc)
             run.emit(EventType.AGENT_FINISHED, {"outcome": outcome, "text": text,
                                                 "report": run.report.to_dict()})
-            return TaskResult(state.task_id, state.trace_id, state.conversation_id, outcome,
-                              text, run.report, error=error, superseded=state.superseded)
+            state.status, state.result_text = outcome, text
+            return TaskResult.from_state(state, run.report)
 
     def _resumed(self, state: TaskState, control: TaskControl | None) -> Run:
         """A run continuing a stored task, its report carried over."""

@@ -4,6 +4,11 @@ The context is the system message (instructions, the pinned plan, how much is ar
 the tools) and the conversation's window, within the token budget; a prompt the model
 refuses as too long is shrunk once and sent again. The call is timed and its tokens
 counted into the task's report.
+
+Every model call of a task (its turns, a replan, a repair) goes through ``ask``: with a
+``Budget``, its worst case (the prompt as counted plus max_tokens) is reserved first, and
+settled to the provider's usage after; a budget with no room raises BudgetExceeded before
+anything is sent.
 """
 
 from __future__ import annotations
@@ -12,19 +17,21 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from . import tracing
 from .attachments.view import shows_images, with_images, without_images
+from .budget.base import Budget, Charge, Hold
 from .context.tokens import TokenCounter
 from .context.window import WindowPolicy, fit
-from .errors import ContextLengthError, ModelHTTPError
+from .errors import BudgetExceeded, ContextLengthError, ModelHTTPError, RuntimeFailure
 from .events import EventType
 from .journal import Journal
 from .messages import Message
-from .models.base import ModelAdapter, ModelRequest, ModelResponse
+from .models.base import ModelAdapter, ModelRequest, ModelResponse, Usage
 from .prompt import REPAIR_PROMPT, system_message
+from .replanner import Replanner
 from .run import LoopConfig, Run
 from .toolcalls import VisibleStream
 
@@ -39,8 +46,11 @@ class ModelTurn:
 
     def __init__(self, model: ModelAdapter, journal: Journal, counter: TokenCounter,
                  config: LoopConfig, *, tool_specs: Sequence[dict[str, Any]],
-                 has_recall: bool) -> None:
+                 has_recall: bool, budget: Budget | None = None) -> None:
         self.model = model
+        #: Reserves and settles each call (None: calls are not budgeted).
+        self.budget = budget
+        self.replanner = Replanner(model)
         self.journal = journal
         self.counter = counter
         self.config = config
@@ -95,17 +105,14 @@ class ModelTurn:
             max_tokens=self.config.max_tokens, stream=self.config.stream,
             on_event=_ModelEvents(run),
         )
-        started = time.perf_counter()
+        # The prompt's tokens as counted: the system message and the window.
+        prompt = run.system_tokens + sum(m.tokens for m in messages[1:])
         provider, _, name = str(getattr(self.model, "name", "")).rpartition(":")
         with tracing.span(f"chat {name}", {  # OpenTelemetry's GenAI conventions
                 "gen_ai.operation.name": "chat", "gen_ai.request.model": name,
                 "gen_ai.provider.name": provider, "hermes.round": run.state.round},
                 kind="client") as span:
-            try:
-                response = await self.model.complete(request)
-            finally:
-                run.report.model_time += time.perf_counter() - started
-                run.report.model_calls += 1
+            response = await self.ask(run, request, prompt)
             span.set_attributes({
                 "gen_ai.usage.input_tokens": response.usage.prompt_tokens,
                 "gen_ai.usage.output_tokens": response.usage.completion_tokens,
@@ -114,6 +121,67 @@ class ModelTurn:
         run.report.prompt_tokens += response.usage.prompt_tokens
         run.report.completion_tokens += response.usage.completion_tokens
         return response
+
+    async def ask(self, run: Run, request: ModelRequest, prompt_tokens: int | None = None
+                  ) -> ModelResponse:
+        """The model's answer to ``request``, timed into the run's report and, with a
+        budget, reserved before and settled after (``prompt_tokens``: as counted; the
+        request's messages are counted when not given)."""
+        hold = await self._reserve(run, request, prompt_tokens)
+        started = time.perf_counter()
+        try:
+            response = await self.model.complete(request)
+        except BaseException:
+            if hold is not None and self.budget is not None:
+                await self.budget.settle(hold, None)  # nothing answered: nothing charged
+            raise
+        finally:
+            run.report.model_time += time.perf_counter() - started
+            run.report.model_calls += 1
+        if hold is not None and self.budget is not None:
+            usage = response.usage
+            if not usage.prompt_tokens and not usage.completion_tokens:
+                # A provider that reports no usage: what was counted, and the answer's text.
+                usage = Usage(hold.charge.prompt_tokens, self.counter.count(response.text))
+            await self.budget.settle(hold, usage, model=response.model)
+        return response
+
+    async def _reserve(self, run: Run, request: ModelRequest, prompt_tokens: int | None
+                       ) -> Hold | None:
+        if self.budget is None:
+            return None
+        state = run.state
+        if prompt_tokens is None:
+            prompt_tokens = sum(self.counter.count(m.content) + 4 for m in request.messages)
+        extra = state.extra
+        charge = Charge(
+            task_id=state.task_id, user_id=state.user_id, conversation_id=state.conversation_id,
+            role=state.role, model=str(getattr(self.model, "name", "")),
+            prompt_tokens=prompt_tokens, max_tokens=request.max_tokens,
+            channel=_text(extra.get("channel")), schedule=_text(extra.get("job_id")),
+            agent=_text(extra.get("agent_id")), started=run.report.model_calls > 0,
+            extra=extra)
+        try:
+            return await self.budget.reserve(charge)
+        except BudgetExceeded as exc:
+            state.budget = exc.overrun
+            raise
+
+    async def replan(self, run: Run, why: str) -> None:
+        """Ask the model for a short plan of the task and pin it (a failed call skips it)."""
+        snap = await self.journal.conversation(run)  # the plan is about to change
+        try:
+            plan = await self.replanner.summarise(
+                snap.window, run.state.instruction,
+                ask=lambda request: self.ask(run, request))
+        except BudgetExceeded:
+            raise
+        except RuntimeFailure as exc:
+            log.info("replanning skipped: %s", exc)
+            return
+        if plan:
+            await self.journal.store.set_plan(run.state.conversation_id, plan)
+            run.emit(EventType.PLAN_UPDATED, {"plan": plan, "why": why})
 
     async def context(self, run: Run, *, shrink: bool) -> list[Message]:
         """The messages of the next model call: system message and window, in budget."""
@@ -147,13 +215,17 @@ class ModelTurn:
             run.emit(EventType.CONTEXT_WARNING, payload)
         return [Message(role="system", content=system, kind="note"), *window]
 
-    async def repair(self, text: str) -> str:
-        """The model's own repair of an output the parser could not read."""
-        response = await self.model.complete(ModelRequest(
-            messages=[Message(role="system", content=REPAIR_PROMPT),
-                      Message(role="user", content=text[:8000])],
-            temperature=0.0, max_tokens=self.config.max_tokens))
-        return response.text
+    def repairer(self, run: Run) -> Callable[[str], Awaitable[str]]:
+        """The model's own repair of an output the parser could not read, for ``run``."""
+
+        async def repair(text: str) -> str:
+            response = await self.ask(run, ModelRequest(
+                messages=[Message(role="system", content=REPAIR_PROMPT),
+                          Message(role="user", content=text[:8000])],
+                temperature=0.0, max_tokens=self.config.max_tokens))
+            return response.text
+
+        return repair
 
 
 class _ModelEvents:
@@ -175,3 +247,7 @@ class _ModelEvents:
             self.visible = VisibleStream()
         if name in EventType.__members__:
             self.run.emit(EventType[name], payload)
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value else None

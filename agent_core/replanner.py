@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 from .messages import Message
-from .models.base import ModelAdapter, ModelRequest
+from .models.base import ModelAdapter, ModelRequest, ModelResponse
 from .prompt import REPLAN_PROMPT
 
 _MAX_PLAN_CHARS = 800
@@ -18,8 +19,11 @@ class Replanner:
     def __init__(self, model: ModelAdapter) -> None:
         self.model = model
 
-    async def summarise(self, window: list[Message], instruction: str) -> str:
-        """Three lines: Goal, Done, Remaining. Empty when the model gives nothing usable."""
+    async def summarise(self, window: list[Message], instruction: str, *,
+                        ask: Callable[[ModelRequest], Awaitable[ModelResponse]] | None = None
+                        ) -> str:
+        """Three lines: Goal, Done, Remaining. Empty when the model gives nothing usable.
+        ``ask``: how the request is sent (the task's budgeted call; the model by default)."""
         steps = "\n".join(_render(m) for m in window[-30:])
         request = ModelRequest(
             messages=[
@@ -28,7 +32,7 @@ class Replanner:
                                              f"{steps}"),
             ],
             temperature=0.0, max_tokens=300)
-        response = await self.model.complete(request)
+        response = await (ask or self.model.complete)(request)
         return response.text.strip()[:_MAX_PLAN_CHARS]
 
 

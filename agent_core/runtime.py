@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from .budget.base import Budget
 from .context import counter_for
 from .context.compressor import ContextCompressor, ModelSummariser
 from .errors import ConfigError
@@ -105,8 +106,10 @@ def build_runtime(
     bus: EventBus | None = None,
     audit: AuditSink | None = None,
     on_store_outage: Literal["fail", "raise"] = "fail",
+    budget: Budget | None = None,
 ) -> Runtime:
-    """Wire model, tools, store and loop together (``on_store_outage``: see LoopConfig)."""
+    """Wire model, tools, store and loop together (``on_store_outage``: see LoopConfig;
+    ``budget``: what each model call is reserved against)."""
     registry = registry if registry is not None else build_registry(settings)
     executor = build_executor(settings, registry, audit=audit)
     model = model if model is not None else build_model(settings)
@@ -119,5 +122,5 @@ def build_runtime(
     loop = TaskLoop(model=model, executor=executor, store=store, bus=bus,
                     config=LoopConfig.from_settings(settings, on_store_outage=on_store_outage),
                     counter=counter,
-                    compressor=compressor)
+                    compressor=compressor, budget=budget)
     return Runtime(settings, model, registry, executor, store, bus, loop)

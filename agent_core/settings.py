@@ -52,7 +52,8 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 # YAML section -> settings prefix, where they differ.
 _SECTION_PREFIX = {"model": "llm"}
 # YAML sections that are one setting whole (a mapping of names), not a prefix.
-_WHOLE_SECTIONS = {"mcp_servers": "hermes_mcp_servers"}
+_WHOLE_SECTIONS = {"mcp_servers": "hermes_mcp_servers", "budgets": "hermes_budgets",
+                   "model_prices": "hermes_model_prices"}
 
 
 class ModelSpec(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .budget.base import Overrun
 from .ids import new_id
 from .messages import Message, Part, ToolCall
 from .report import TaskReport
@@ -24,7 +25,7 @@ TaskStatus = Literal[
     "awaiting_approval",  # a tool call waits for a human decision
     "answered",  # a final answer was given
     "failed",  # a runtime failure ended the task
-    "limit",  # AGENT_MAX_ROUND or the deadline was reached
+    "limit",  # AGENT_MAX_ROUND, the deadline or a budget (HERMES_BUDGETS) was reached
     "invalid",  # K consecutive invalid decisions
     "cancelled",  # /stop, an interrupt by a newer message, the API's cancel
 ]
@@ -144,6 +145,8 @@ class TaskState(BaseModel):
     #: Cancelled because a newer message of the conversation took over (its task answers
     #: instead, so this one is not answered at all).
     superseded: bool = False
+    #: The budget that stopped the task (its status is then "limit").
+    budget: Overrun | None = None
     report: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
@@ -188,6 +191,8 @@ class TaskResult:
     error: str | None = None
     #: See ``TaskState.superseded``.
     superseded: bool = False
+    #: See ``TaskState.budget``.
+    budget: Overrun | None = None
 
     @property
     def finished(self) -> bool:
@@ -195,12 +200,15 @@ class TaskResult:
         return self.outcome in TERMINAL
 
     @classmethod
-    def from_state(cls, state: TaskState) -> TaskResult:
-        """The result a stored task ended (or paused) with."""
-        report = TaskReport.from_dict(state.report) if state.report else TaskReport()
+    def from_state(cls, state: TaskState, report: TaskReport | None = None) -> TaskResult:
+        """The result a stored task ended (or paused) with (``report``: its report as a
+        run has it, instead of the stored one)."""
+        if report is None:
+            report = TaskReport.from_dict(state.report) if state.report else TaskReport()
         return cls(state.task_id, state.trace_id, state.conversation_id, state.status,
                    state.result_text or state.answer or "", report, question=state.question,
-                   approval=state.approval, error=state.error, superseded=state.superseded)
+                   approval=state.approval, error=state.error, superseded=state.superseded,
+                   budget=state.budget)
 
 
 @dataclass(slots=True)

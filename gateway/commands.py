@@ -1,5 +1,5 @@
 """Chat commands understood on every channel: /help, /status, /reset, /stop, /forget,
-/schedule, /schedules, /unschedule, /workflow.
+/schedule, /schedules, /unschedule, /workflow, /usage.
 
 Commands that change what others have are checked like anything else that decides: /stop
 stops only the running task of the person who sent it (an administrator's stops any);
@@ -18,6 +18,8 @@ from zoneinfo import ZoneInfo
 from pydantic import ValidationError
 
 from adapters.base import InboundMessage
+from agent_core.budget import Charge, StoreBudget
+from agent_core.budget import words as budget_words
 from agent_core.store import RedisConversationStore
 
 from .access import Roles
@@ -37,6 +39,7 @@ HELP = """Here is what I understand:
   (also: /schedule every 2h <...>, /schedule at 2026-12-01T09:00 <...>)
 • /schedules: the schedules posting here; /unschedule <id>: remove one
 • /workflow <id> <what to do>: run a workflow of the agent hub and post its result here
+• /usage: how much of your model budgets you have used, and when they reset
 • /help: this message"""
 
 _SPEC = re.compile(r'^\s*(?:"(?P<cron>[^"]+)"|every\s+(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[smhd])'
@@ -44,7 +47,7 @@ _SPEC = re.compile(r'^\s*(?:"(?P<cron>[^"]+)"|every\s+(?P<n>\d+(?:\.\d+)?)\s*(?P
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 Command = Literal["help", "status", "reset", "stop", "forget", "schedule", "schedules",
-                  "unschedule", "workflow"]
+                  "unschedule", "workflow", "usage"]
 
 
 class Commands:
@@ -54,7 +57,8 @@ class Commands:
 
     def __init__(self, *, queue: WorkQueue, store: RedisConversationStore,
                  model_status: Callable[[], str], settings: GatewaySettings,
-                 scheduler: Scheduler | None = None, workflows: bool = False) -> None:
+                 scheduler: Scheduler | None = None, workflows: bool = False,
+                 budget: StoreBudget | None = None) -> None:
         self.queue = queue
         self.store = store
         self.model_status = model_status
@@ -63,6 +67,8 @@ class Commands:
         self.scheduler = scheduler
         #: Whether /workflow runs (the hub is connected): then the router queues it.
         self.workflows = workflows
+        #: The deployment's budgets, for /usage.
+        self.budget = budget
 
     def parse(self, text: str) -> Command | None:
         """The command a message is, or None for an ordinary message."""
@@ -105,6 +111,8 @@ class Commands:
             case "workflow":  # with the hub the router queues it as a task instead
                 return "Workflows need the agent hub, which is not enabled here " \
                        "(HERMES_HUB=true)."
+            case "usage":
+                return await self._usage(msg)
             case unknown:
                 assert_never(unknown)
 
@@ -185,6 +193,17 @@ class Commands:
             return "Only the schedule's owner or an administrator can remove it."
         await self.scheduler.delete(job.id)
         return f"Removed schedule {job.id}."
+
+    async def _usage(self, msg: InboundMessage) -> str:
+        """The sender's budgets in their current windows: those that count what they ask
+        here (theirs, this conversation's, the channel's, everyone's)."""
+        if self.budget is None or not self.budget.rules:
+            return budget_words.usage([], now=0.0)
+        me = Charge(task_id="", user_id=f"{msg.channel}:{msg.user_id}",
+                    conversation_id=msg.conversation_id, role=self.roles.role_of_sender(msg),
+                    model="", prompt_tokens=0, max_tokens=0, channel=msg.channel)
+        uses = await self.budget.uses(self.budget.applying(me))
+        return budget_words.usage(uses, now=self.budget.calendar.now())
 
     async def _status(self, cid: str) -> str:
         snap = await self.store.snapshot(cid)

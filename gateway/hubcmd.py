@@ -10,13 +10,16 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_core import ConfigError, load_settings, tracing
 from agent_core.redaction import register as register_secrets
 from agent_core.store import MemoryConversationStore
 
 from .settings import GatewaySettings
+
+if TYPE_CHECKING:
+    from agent_core.budget import StoreBudget
 
 
 def add_commands(sub: Any) -> None:
@@ -163,7 +166,14 @@ async def _agent(settings: GatewaySettings, agent_id: str,
 
     tracing.configure(f"hermes-agent-{agent_id}")
     model = None if settings.model_configured else UnconfiguredModel()
-    runtime = build_runtime(settings, store=MemoryConversationStore(), model=model)
+    stack = contextlib.AsyncExitStack()
+    budget = await _budget(settings, stack) if settings.hermes_budgets else None
+    runtime = build_runtime(settings, store=MemoryConversationStore(), model=model,
+                            budget=budget)
+    if budget is not None:
+        from .budgets import announce_prices
+
+        announce_prices(budget, runtime.model)
     bus = await Bus.connect(settings, identity=agent_id)
     runner = AgentRunner(bus, LoopAgent(agent_id, capabilities, runtime))
     try:
@@ -176,8 +186,27 @@ async def _agent(settings: GatewaySettings, agent_id: str,
         await runner.stop()
         await bus.close()
         await runtime.aclose()
+        await stack.aclose()
         await asyncio.to_thread(tracing.flush)
     return 0
+
+
+async def _budget(settings: GatewaySettings, stack: contextlib.AsyncExitStack) -> StoreBudget:
+    """The deployment's budgets, in its store (the agent's `agent` scope, and every other
+    that applies: its callers', everyone's); refusals go to the audit log."""
+    from agent_core.store import open_store
+
+    from .audit import AuditLog
+    from .budgets import BudgetNotices, open_budget
+
+    opened = await open_store(settings, pooled=2)
+    stack.push_async_callback(opened.close)
+    notices = BudgetNotices(audit=AuditLog(opened.store.redis, settings.redis_prefix,
+                                           file=settings.hermes_audit_file))
+    stack.push_async_callback(notices.aclose)
+    budget = open_budget(settings, opened.store.redis, notices=notices)
+    stack.push_async_callback(budget.aclose)
+    return budget
 
 
 async def _status(settings: GatewaySettings) -> int:

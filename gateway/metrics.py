@@ -1,5 +1,6 @@
 """Prometheus metrics at ``GET /metrics``: HTTP requests, inbound messages, tasks, model
-calls and tokens, tools, deliveries, and the queue.
+calls and tokens, what model calls cost and the budgets' refusals and warnings, tools,
+deliveries, and the queue.
 
 Task, model and tool figures come from the event bus (a task's AGENT_FINISHED carries its
 report), so the agent loop knows nothing of them. Requests are counted by route template
@@ -79,6 +80,21 @@ class Metrics:
                                      "Model calls retried after an error", registry=reg)
         self.model_fallbacks = Counter("hermes_model_fallbacks_total",
                                        "Switches to a fallback model", registry=reg)
+        self.spent_tokens = Counter(
+            "hermes_spent_tokens_total", "Tokens of settled model calls, by model, channel "
+            "and the scope of the budgets they were charged to (none: no budget applied; a "
+            "call charged to budgets of several scopes counts under each)",
+            ["model", "channel", "scope"], registry=reg)
+        self.spent_usd = Counter(
+            "hermes_spent_usd_total", "US dollars of settled model calls (priced models "
+            "only: HERMES_MODEL_PRICES), by model, channel and budget scope, as the tokens",
+            ["model", "channel", "scope"], registry=reg)
+        self.budget_refusals = Counter(
+            "hermes_budget_refusals_total", "Model calls a budget refused, by its scope and "
+            "window", ["scope", "window"], registry=reg)
+        self.budget_warnings = Counter(
+            "hermes_budget_warnings_total", "Budgets that passed their warning share (once "
+            "per window and subject), by scope and window", ["scope", "window"], registry=reg)
         self.tool_calls = Counter("hermes_tool_calls_total", "Tool calls, by tool and result",
                                   ["tool", "result"], registry=reg)
         self.tool_seconds = Histogram("hermes_tool_duration_seconds", "Time a tool call took",
@@ -103,6 +119,8 @@ class Metrics:
         self._inbound = _Children(self.inbound)
         self._deliveries = _Children(self.deliveries)
         self._tasks = _Children(self.tasks)
+        self._spent_tokens = _Children(self.spent_tokens)
+        self._spent_usd = _Children(self.spent_usd)
         self._prompt_tokens = self.tokens.labels("prompt")
         self._completion_tokens = self.tokens.labels("completion")
 
@@ -144,6 +162,22 @@ class Metrics:
     def routed(self, msg: InboundMessage, routed: Routed) -> None:
         """Router callback: what became of an inbound message."""
         self._inbound(msg.channel, routed.status).inc()
+
+    def spent(self, model: str, channel: str, scopes: tuple[str, ...], tokens: int,
+              usd: float | None) -> None:
+        """Budget listener: one settled model call."""
+        for scope in dict.fromkeys(scopes) or ("none",):
+            self._spent_tokens(model, channel, scope).inc(tokens)
+            if usd is not None:
+                self._spent_usd(model, channel, scope).inc(usd)
+
+    def budget_refused(self, scope: str, window: str) -> None:
+        """Budget listener: a refused call."""
+        self.budget_refusals.labels(scope, window).inc()
+
+    def budget_warned(self, scope: str, window: str) -> None:
+        """Budget listener: a warning posted."""
+        self.budget_warnings.labels(scope, window).inc()
 
     def delivered(self, channel: str, result: str) -> None:
         """Deliverer callback: one attempt's result."""

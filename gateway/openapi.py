@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_core.budget import SCOPES, BudgetUse
 from agent_core.store.keys import CONVERSATION_ID
 
 from . import openapi_schemas as S
@@ -226,6 +227,21 @@ def spec() -> dict[str, Any]:
                     ("limit", {"type": "integer", "minimum": 1,
                                "maximum": MAX_AUDIT_LIMIT}))],
                 "responses": {"200": _json({"type": "object"}, "entries"),
+                              **_errors(400, 401, 403)}}},
+            "/agent/usage": {"get": {
+                "summary": "Where one subject's budgets stand in their current windows "
+                           "(admins): used, reserved by calls under way, limits, resets",
+                "parameters": [
+                    {"name": "scope", "in": "query", "required": True,
+                     "schema": {"enum": list(SCOPES)}},
+                    {"name": "id", "in": "query", "required": True, "description":
+                     "whose: an identity (slack:U123), conversation, channel, job or agent "
+                     "id (for global: all)", "schema": {"type": "string", "minLength": 1,
+                                                       "maxLength": 400}}],
+                "responses": {"200": _json({"type": "object", "required": ["budgets"],
+                                            "properties": {"budgets": {
+                                                "type": "array", "items": BudgetUse
+                                                .model_json_schema()}}}, "the budgets"),
                               **_errors(400, 401, 403)}}},
             "/agent/schedules": {
                 "get": {"summary": "Scheduled jobs", "responses": {

@@ -23,6 +23,9 @@ TASK = {
         "approval": {"type": ["object", "null"]},
         "error": {"type": ["string", "null"]},
         "report": {"type": ["object", "null"], "description": "TaskReport"},
+        "budget": {"type": ["object", "null"], "description": "the budget that stopped "
+                   "the task (status limit): scope, subject, window, unit, limit, used, "
+                   "reserved, wanted, resets_at"},
         "rounds": {"type": "integer"},
         "created_at": {"type": "number"}, "updated_at": {"type": "number"},
         "continued_in": {"type": ["string", "null"]},

@@ -2,9 +2,10 @@
 
 An answer, a question with its buttons, an approval prompt (opened, posted, and its
 message remembered so the decision can replace it), an error; a scheduled run that did not
-answer tells its target and its owner. A task the agent could not run at all (no model, a
-crash, too many attempts) is still ended properly: its state and an AGENT_FINISHED event
-are recorded, so the chat and the task API say the same thing.
+answer tells its target and its owner (a run its schedule's budget stopped also pauses the
+schedule). A task the agent could not run at all (no model, a crash, too many attempts) is
+still ended properly: its state and an AGENT_FINISHED event are recorded, so the chat and
+the task API say the same thing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .approvals import ApprovalService
 from .delivery import Deliverer
 from .outage import DELAYED, StoreOutage
 from .queue import WorkItem
+from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +35,15 @@ class Replies:
 
     def __init__(self, *, runtime: Runtime, deliverer: Deliverer,
                  channels: dict[str, Channel], approvals: ApprovalService | None,
-                 outage: StoreOutage | None = None) -> None:
+                 outage: StoreOutage | None = None, scheduler: Scheduler | None = None
+                 ) -> None:
         self.runtime = runtime
         self.deliverer = deliverer
         self.channels = channels
         self.approvals = approvals
         self.outage = outage
+        #: Pauses a schedule whose budget stopped its run.
+        self.scheduler = scheduler
         self._again: set[str] = set()
 
     def again(self, task_id: str) -> None:
@@ -111,8 +116,16 @@ class Replies:
         """A scheduled run that did not answer: tell the target and the job's owner."""
         assert item.schedule is not None
         msg = item.inbound
+        job_id = str(item.schedule["job_id"])
         notice = (f"The scheduled report {item.schedule['name']!r} "
-                  f"(job {item.schedule['job_id']}) did not complete: {result.text}")
+                  f"(job {job_id}) did not complete: {result.text}")
+        if result.budget is not None and result.budget.scope == "schedule" \
+                and self.scheduler is not None:
+            # Every run would meet the same budget: wait for a person to resume it.
+            await self.scheduler.set_paused(job_id, True)
+            notice += (" The schedule is paused: resume it with POST "
+                       f"/agent/schedules/{job_id}/resume once its budget allows, or "
+                       f"remove it with /unschedule {job_id}.")
         await self.deliverer.deliver(msg.reply(notice, "error", task_id=result.task_id))
         await self._tell_owner(item, msg, notice, result.task_id)
 

@@ -1,9 +1,10 @@
 """Router: the one path every inbound message takes, whatever the channel.
 
-dedupe (the channel and the platform's delivery identity) → access policy → chat commands
-→ durable queue (before the platform is acknowledged) → a worker. Replies to refused users
-and to commands go out at once; everything else is answered by the worker that runs the
-task. ``Router.ingest`` is the ``Ingest`` every adapter is given.
+dedupe (the channel and the platform's delivery identity) → access policy → the rate limit
+of group messages (HERMES_RATE_LIMIT) → chat commands → durable queue (before the platform
+is acknowledged) → a worker. Replies to refused users and to commands go out at once;
+everything else is answered by the worker that runs the task. ``Router.ingest`` is the
+``Ingest`` every adapter is given.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .commands import Commands
 from .delivery import Deliverer
 from .inbox import SENT_FILES, claimed
 from .queue import WorkItem, WorkQueue
+from .ratelimit import RateLimit
 from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
@@ -35,8 +37,11 @@ class Router:
 
     def __init__(self, *, queue: WorkQueue, policy: AccessPolicy, deliverer: Deliverer,
                  commands: Commands, settings: GatewaySettings,
-                 counted: Callable[[InboundMessage, Routed], None] | None = None) -> None:
+                 counted: Callable[[InboundMessage, Routed], None] | None = None,
+                 rate: RateLimit | None = None) -> None:
         self.queue = queue
+        #: How many group messages a person may send (None: no limit).
+        self.rate = rate
         #: Told what became of each message (the metrics).
         self.counted = counted
         self.policy = policy
@@ -77,6 +82,12 @@ class Router:
             if dedupe_key is None or await self.queue.first_time(dedupe_key):
                 await self._refuse_once(msg)
             return Routed("refused", reason=decision.reason)
+        if self.rate is not None:
+            verdict, ends = await self.rate.admit(msg)
+            if verdict != "ok":
+                if verdict == "notice":  # one polite notice, then silence until `ends`
+                    await self.deliverer.deliver(msg.reply(self.rate.notice(ends), "notice"))
+                return Routed("refused", reason="rate limited")
 
         command = self.commands.parse(msg.text)
         kind: WorkKind = "message"

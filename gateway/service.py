@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import Channel
 from adapters.errors import GatewayStopping
-from agent_core import ConfigError, tracing
+from agent_core import ConfigError, EventBus, tracing
 from agent_core.background import repeating
 from agent_core.datadir import secure_data_dir
 from agent_core.models import ModelAdapter
@@ -30,6 +30,7 @@ from agent_core.tools import Delegation, Services
 from .access import AccessPolicy, Roles
 from .approvals import ApprovalService
 from .audit import AuditLog
+from .budgets import BudgetNotices, announce_prices, open_budget
 from .channels import Channels, build_channels, telegram_leadership
 from .commands import Commands
 from .delivery import Deliverer
@@ -41,6 +42,7 @@ from .metrics import Metrics
 from .outage import StoreOutage
 from .progress import ProgressRelay
 from .queue import WorkQueue
+from .ratelimit import RateLimit
 from .replies import Replies
 from .router import Router
 from .scheduler import Scheduler
@@ -49,6 +51,7 @@ from .worker import WorkerPool
 from .workflows import WorkflowTasks
 
 if TYPE_CHECKING:
+    from agent_core.budget import StoreBudget
     from hub import Bus
     from hub.workflows.store import WorkflowStore
 
@@ -84,6 +87,8 @@ class Parts:
     #: The hub's workflows and runs (one per process: its buckets are opened once and a
     #: kept version is read once), with HERMES_HUB.
     workflows: WorkflowStore | None = None
+    #: The budgets every model call is reserved against (HERMES_BUDGETS).
+    budget: StoreBudget | None = None
 
 
 class Gateway:
@@ -139,10 +144,21 @@ class Gateway:
         if bus is not None:
             settings = settings.model_copy(update={
                 "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
+        named: dict[str, Channel] = {}
+        deliverer = Deliverer(named, store.redis, settings.redis_prefix,
+                              counted=self.metrics.delivered)
+        events = EventBus()
+        notices = BudgetNotices(metrics=self.metrics, audit=audit, deliverer=deliverer,
+                                bus=events)
+        stack.push_async_callback(notices.aclose)
+        budget = open_budget(settings, store.redis, notices=notices)
+        stack.push_async_callback(budget.aclose)  # before the store closes: what is queued
         # A task that loses the store waits for it and goes on (the worker), instead of
         # telling its user to try again a message that will still be answered.
         runtime = build_runtime(settings, store=store, model=model, audit=audit,
-                                on_store_outage="raise")
+                                on_store_outage="raise", bus=events, budget=budget)
+        if self.model_ready:
+            announce_prices(budget, runtime.model)
         mcp = await start_mcp(runtime)
         if mcp is not None:
             stack.push_async_callback(mcp.aclose)
@@ -160,18 +176,19 @@ class Gateway:
         for subscriber in (eventlog, progress, self.metrics):
             runtime.bus.subscribe(subscriber)
 
-        named: dict[str, Channel] = {}
-        deliverer = Deliverer(named, store.redis, settings.redis_prefix,
-                              counted=self.metrics.delivered)
         scheduler = Scheduler(store.redis, queue, settings)
         runtime.loop.services = Services(scheduler=scheduler,
                                          delegation=_delegation(bus))
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
                             settings=settings, scheduler=scheduler,
-                            workflows=bus is not None)
+                            workflows=bus is not None, budget=budget)
+        rate = settings.rate_limit
         router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                         deliverer=deliverer, commands=commands, settings=settings,
-                        counted=self.metrics.routed)
+                        counted=self.metrics.routed,
+                        rate=RateLimit(store.redis, settings.redis_prefix, count=rate[0],
+                                       seconds=rate[1], timezone=settings.hermes_timezone)
+                        if rate else None)
         approvals = ApprovalService(store.redis, settings=settings, channels=named,
                                     router=router, audit=audit, tools=runtime.registry)
         channels = build_channels(
@@ -184,7 +201,7 @@ class Gateway:
 
         outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
-                          approvals=approvals, outage=outage)
+                          approvals=approvals, outage=outage, scheduler=scheduler)
         inbox = Inbox(settings=settings, redis=store.redis, keys=store.keys, channels=named,
                       counter=runtime.loop.counter,
                       budget_tokens=runtime.loop.config.prompt_budget)
@@ -224,7 +241,7 @@ class Gateway:
                               min(3600.0, max(10.0, ttl / 10)), "idle sweep")
             stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
-                     approvals, channels, workers, inbox, bus, workflow_store)
+                     approvals, channels, workers, inbox, bus, workflow_store, budget)
 
     @property
     def stopping(self) -> bool:

@@ -1,23 +1,30 @@
 """GatewaySettings: the runtime's settings plus the gateway's own sections.
 
-Server, channels (webhooks, Slack, Telegram), access policy, roles and approvals, and the
-scheduler. Environment names are exactly those of the fields (``SLACK_BOT_TOKEN``,
-``HERMES_ALLOWED_USERS``, ...), read from the same sources as the runtime's (environment,
-``.env``, the YAML file).
+Server, channels (webhooks, Slack, Telegram), access policy, roles and approvals, budgets
+and rate limits, and the scheduler. Environment names are exactly those of the fields
+(``SLACK_BOT_TOKEN``, ``HERMES_ALLOWED_USERS``, ...), read from the same sources as the
+runtime's (environment, ``.env``, the YAML file).
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
+from agent_core.budget import BudgetRule, ModelPrice
 from agent_core.settings import comma_list
 from hub import HubSettings
+
+#: HERMES_RATE_LIMIT: messages per unit of time, e.g. "20/min".
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$",
+                   re.IGNORECASE)
+_RATE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ApproverRule(BaseModel):
@@ -151,8 +158,20 @@ class GatewaySettings(HubSettings):
     stt_model_name: str = "whisper-1"
     stt_api_key: SecretStr | None = Field(None, description="unset: LLM_API_KEY")
 
+    # --- budgets and rate limits -------------------------------------------------------
+    hermes_budgets: list[BudgetRule] = Field(
+        default_factory=list, description="model budgets: [{scope, window, tokens?, usd?, "
+                                          "match?, exempt_roles?, warn_at?, id?}] (JSON)")
+    hermes_model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="model -> {input_per_mtok, output_per_mtok, "
+                                          "cached_input_per_mtok?} in USD, for usd budgets")
+    hermes_rate_limit: str | None = Field(
+        None, description='messages a person may send in a group, e.g. "20/min"; unset: '
+                          "no limit")
+
     # --- scheduler -----------------------------------------------------------------------
-    hermes_timezone: str = Field("UTC", description="default timezone of schedules")
+    hermes_timezone: str = Field(
+        "UTC", description="default timezone of schedules; budget days and months")
     hermes_schedule_grace: float = Field(3600.0, ge=0, description="misfire grace seconds")
     hermes_schedules_file: Path | None = None
 
@@ -216,6 +235,24 @@ class GatewaySettings(HubSettings):
             raise ValueError("must be an IANA timezone such as Europe/Berlin") from None
         return value
 
+    @field_validator("hermes_budgets")
+    @classmethod
+    def _distinct_budgets(cls, value: list[BudgetRule]) -> list[BudgetRule]:
+        keys = [rule.key for rule in value]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"two budgets count the same thing ({', '.join(twice)}): give "
+                             "each an id, or put tokens and usd in one entry")
+        return value
+
+    @field_validator("hermes_rate_limit")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None and value.strip() and _RATE.match(value) is None:
+            raise ValueError('use messages per unit of time, e.g. "20/min", "100/hour", '
+                             '"5/10s"')
+        return value.strip() or None if value is not None else None
+
     @field_validator("slack_api_url")
     @classmethod
     def _slash(cls, value: str) -> str:
@@ -230,6 +267,15 @@ class GatewaySettings(HubSettings):
         if self.llm_provider == "openai":
             return (self.llm_base_url or "https://api.openai.com/v1").rstrip("/")
         return None
+
+    @property
+    def rate_limit(self) -> tuple[int, int] | None:
+        """HERMES_RATE_LIMIT as (messages, seconds), or None."""
+        match = _RATE.match(self.hermes_rate_limit or "")
+        if match is None:
+            return None
+        count, every, unit = match.groups()
+        return int(count), int(every or 1) * _RATE_UNITS[unit[0].lower()]
 
     @property
     def slack_enabled(self) -> bool:

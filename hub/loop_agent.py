@@ -5,7 +5,9 @@ the task; each correlation id is a conversation of its own, so follow-ups of one
 work share memory. The task runs unattended: a tool that needs a human's approval is
 refused, never left waiting. An answer is ``success``; a question back is ``partial``
 (its next step: answer the question); everything else is ``failed`` with the outcome as
-its error code. Each tool step is told as a ``log_event`` on ``log.<task_id>``.
+its error code (``BUDGET`` when a budget stopped it: the runtime's budgets count the
+agent's calls under its id, the ``agent`` scope). Each tool step is told as a
+``log_event`` on ``log.<task_id>``.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class LoopAgent(Agent):
                 "question": result.text, **report,
                 "next_steps": [{"intent": request.intent, "ask": result.text}]})
         return self.respond(request, "failed", {"error": result.text, **report},
-                            error_code=result.outcome.upper())
+                            error_code="BUDGET" if result.budget is not None
+                            else result.outcome.upper())
 
     async def _run(self, request: TaskRequest, text: str) -> TaskResult:
         settings = self.runtime.settings
@@ -83,4 +86,5 @@ class LoopAgent(Agent):
             user_id=f"hub:{request.sender_id}", role="agent", permissions=self.permissions,
             trace_id=request.correlation_id, deadline=request.deadline_ms / 1000,
             data_dir=settings.hermes_data_dir,
-            extra={**settings.tool_extra(), "unattended": True, "intent": request.intent}))
+            extra={**settings.tool_extra(), "unattended": True, "intent": request.intent,
+                   "agent_id": self.agent_id}))

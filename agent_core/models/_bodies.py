@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ModelResponseError
+from .base import Usage
 
 Shape = TypeVar("Shape", bound=BaseModel)
 
@@ -80,9 +81,23 @@ class OpenAIChoice(_Shape):
     finish_reason: Any = None
 
 
+class OpenAIPromptDetails(_Tokens):
+    cached_tokens: int | None = None
+
+
 class OpenAIUsage(_Tokens):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    prompt_tokens_details: OpenAIPromptDetails | None = None
+    #: DeepSeek's name for the prompt's tokens read from its cache.
+    prompt_cache_hit_tokens: int | None = None
+
+    def usage(self) -> Usage:
+        """As the runtime counts it (cached tokens are part of the prompt's)."""
+        details = self.prompt_tokens_details
+        cached = max(details.count("cached_tokens") if details is not None else 0,
+                     self.count("prompt_cache_hit_tokens"))
+        return Usage(self.count("prompt_tokens"), self.count("completion_tokens"), cached)
 
 
 class OpenAICompletion(_Shape):
@@ -103,6 +118,15 @@ class AnthropicBlock(_Shape):
 class AnthropicUsage(_Tokens):
     input_tokens: int | None = None
     output_tokens: int | None = None
+    #: Prompt tokens read from, and written to, the prompt cache: not in input_tokens.
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+    def prompt(self) -> tuple[int, int]:
+        """The prompt's tokens, all of them, and those read from the cache."""
+        cached = self.count("cache_read_input_tokens")
+        return (self.count("input_tokens") + cached
+                + self.count("cache_creation_input_tokens"), cached)
 
 
 class AnthropicMessage(_Shape):

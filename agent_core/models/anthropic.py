@@ -96,7 +96,8 @@ class AnthropicModel(HTTPModel):
             if kind == "message_start" and payload.message is not None:
                 model = text_of(payload.message.model) or model
                 if payload.message.usage is not None:
-                    usage.prompt_tokens = payload.message.usage.count("input_tokens")
+                    usage.prompt_tokens, usage.cached_prompt_tokens = \
+                        payload.message.usage.prompt()
             elif kind == "content_block_start" and payload.content_block is not None:
                 block = payload.content_block
                 blocks[payload.index if payload.index is not None else len(blocks)] = {
@@ -134,8 +135,8 @@ def parse_message(data: dict[str, Any]) -> ModelResponse:
     calls = [RawToolCall(name=b.name, arguments=b.input or {}, id=b.id)
              for b in body.content if b.type == "tool_use"]
     usage = body.usage or AnthropicUsage()
+    prompt, cached = usage.prompt()
     return ModelResponse(
-        text=text, tool_calls=calls,
-        usage=Usage(usage.count("input_tokens"), usage.count("output_tokens")),
+        text=text, tool_calls=calls, usage=Usage(prompt, usage.count("output_tokens"), cached),
         model=text_of(body.model), finish_reason=text_of(body.stop_reason) or None,
     )

@@ -20,11 +20,15 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Of the prompt's tokens, those the provider served from its prompt cache (where it
+    #: says: OpenAI's cached_tokens, Anthropic's cache reads, DeepSeek's cache hits).
+    cached_prompt_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cached_prompt_tokens + other.cached_prompt_tokens,
         )
 
 

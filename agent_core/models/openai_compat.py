@@ -86,8 +86,7 @@ class OpenAICompatModel(HTTPModel):
             chunk = read(OpenAIChunk, raw, "openai")
             model = text_of(chunk.model) or model
             if chunk.usage is not None:
-                usage = Usage(chunk.usage.count("prompt_tokens"),
-                              chunk.usage.count("completion_tokens"))
+                usage = chunk.usage.usage()
             for choice in chunk.choices or ():
                 delta = choice.delta
                 if delta.content:
@@ -118,7 +117,7 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
     usage = body.usage or OpenAIUsage()
     return ModelResponse(
         text=choice.message.text, tool_calls=calls,
-        usage=Usage(usage.count("prompt_tokens"), usage.count("completion_tokens")),
+        usage=usage.usage(),
         model=text_of(body.model), finish_reason=text_of(choice.finish_reason) or None,
     )
 

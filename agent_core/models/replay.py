@@ -32,6 +32,8 @@ class Reply:
     prompt_tokens: int = 20
     completion_tokens: int = 10
     delay: float = 0.0
+    #: Of prompt_tokens, those reported as read from the provider's prompt cache.
+    cached_tokens: int = 0
 
     @classmethod
     def call(cls, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
@@ -176,9 +178,11 @@ class ReplayModelServer:
             {"id": f"call_{new_id(10)}", "type": "function",
              "function": {"name": c["name"], "arguments": _args_text(c["arguments"])}}
             for c in item.tool_calls]
-        usage = {"prompt_tokens": item.prompt_tokens,
-                 "completion_tokens": item.completion_tokens,
-                 "total_tokens": item.prompt_tokens + item.completion_tokens}
+        usage: dict[str, Any] = {"prompt_tokens": item.prompt_tokens,
+                                 "completion_tokens": item.completion_tokens,
+                                 "total_tokens": item.prompt_tokens + item.completion_tokens}
+        if item.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": item.cached_tokens}
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
             if calls:
@@ -228,12 +232,12 @@ class ReplayModelServer:
             return web.json_response({
                 "id": "msg_replay", "type": "message", "role": "assistant", "model": model,
                 "content": blocks, "stop_reason": stop,
-                "usage": {"input_tokens": item.prompt_tokens,
+                "usage": {**_anthropic_input(item),
                           "output_tokens": item.completion_tokens}})
         events: list[tuple[str, dict[str, Any]]] = [("message_start", {
             "type": "message_start", "message": {
                 "id": "msg_replay", "type": "message", "role": "assistant", "model": model,
-                "content": [], "usage": {"input_tokens": item.prompt_tokens,
+                "content": [], "usage": {**_anthropic_input(item),
                                          "output_tokens": 1}}})]
         for index, block in enumerate(blocks):
             if block["type"] == "text":
@@ -310,6 +314,13 @@ class ReplayModelServer:
         lines.append(json.dumps({**final, "message": {"role": "assistant",
                                                       "content": ""}}) + "\n")
         return await _stream(request, lines, "application/x-ndjson")
+
+
+def _anthropic_input(item: Reply) -> dict[str, int]:
+    """A reply's prompt as Anthropic counts it: cache reads apart from input_tokens."""
+    cached = min(item.cached_tokens, item.prompt_tokens)
+    return {"input_tokens": item.prompt_tokens - cached,
+            **({"cache_read_input_tokens": cached} if cached else {})}
 
 
 def hashed_embedding(text: str, dims: int = 64) -> list[float]:

@@ -7,7 +7,8 @@ characters.
 
 ``Keys(prefix)`` builds the store's own keys (conversations, tasks) and, through its
 sections, those of the gateway's parts: ``.queue`` (the work queue), ``.approvals``,
-``.schedules``, plus the dedupe markers, dead letters, audit stream and leader leases. No
+``.schedules``, ``.budgets`` (one Cluster slot for all: see ``BudgetKeys``), plus the
+dedupe markers, rate-limit counters, dead letters, audit stream and leader leases. No
 other module writes a key's name.
 """
 
@@ -103,6 +104,26 @@ class ScheduleKeys:
         return f"{self.prefix}:jobs:claim:{job_id}:{int(fire_time)}"
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetKeys:
+    """Budget counters and their reservations. Every one carries the same hash tag
+    (``{budget}``), so they all live in one Redis Cluster slot: the one script that checks
+    a call against all of its budgets (a user's, the channel's, everyone's) may touch them
+    together. A budget check is one per model call, so one slot is not a hot spot."""
+
+    prefix: str
+
+    def counter(self, rule: str, window: str, subject: str) -> str:
+        """HASH of one budget's window for one subject: t, u (tokens and nano-dollars
+        used), rt, ru (reserved by calls under way), w (warned)."""
+        return f"{self.prefix}:budget:{{budget}}:c:{rule}:{window}:{subject}"
+
+    def holds(self, rule: str, window: str, subject: str) -> str:
+        """ZSET of the reservations on that counter (``hold|tokens|nano``) -> when they
+        expire unless their holder renews them (ms, the store's clock)."""
+        return f"{self.prefix}:budget:{{budget}}:r:{rule}:{window}:{subject}"
+
+
 class Keys:
     """Key builder for one deployment's prefix."""
 
@@ -126,6 +147,15 @@ class Keys:
     def schedules(self) -> ScheduleKeys:
         """The scheduler's keys."""
         return ScheduleKeys(self.prefix)
+
+    @cached_property
+    def budgets(self) -> BudgetKeys:
+        """The budgets' keys."""
+        return BudgetKeys(self.prefix)
+
+    def rate(self, who: str, window: int) -> str:
+        """STRING counter of one sender's messages in one rate-limit window."""
+        return f"{self.prefix}:rate:{who}:{window}"
 
     def dedupe(self, key: str) -> str:
         """STRING marker of a delivery already seen (a platform's retry is handled once)."""

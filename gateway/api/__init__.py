@@ -14,6 +14,7 @@ from . import (
     schedules,
     service,
     tasks,
+    usage,
     workflows,
 )
 from ._http import GATEWAY, GUARD, parse
@@ -23,6 +24,6 @@ __all__ = ["GATEWAY", "GUARD", "parse", "setup"]
 
 def setup(app: web.Application) -> None:
     """Register every API route."""
-    for resource in (tasks, conversations, files, approvals, audit, schedules, workflows,
-                     a2a, service):
+    for resource in (tasks, conversations, files, approvals, audit, usage, schedules,
+                     workflows, a2a, service):
         resource.setup(app)

@@ -184,6 +184,7 @@ def view_of(state: TaskState) -> dict[str, Any]:
         "question": state.question.model_dump() if state.question else None,
         "approval": state.approval.model_dump() if state.approval else None,
         "error": state.error, "report": state.report or None, "rounds": state.round,
+        "budget": state.budget.model_dump() if state.budget else None,
         "created_at": state.created_at, "updated_at": state.updated_at,
         "continued_in": state.extra.get("continued"),
         "events_url": f"/agent/tasks/{state.task_id}/events",

@@ -196,6 +196,7 @@ function follow(taskId, status) {
   on("TOOL_ATTACHMENT", (p) => attachment(taskId, p));
   on("TOOL_ERROR", (p) => step("error", "✗ " + p.tool + ": " + p.message));
   on("PLAN_UPDATED", (p) => step("", "plan: " + brief(p.plan)));
+  on("BUDGET_WARNING", (p) => step("error", p.text || "a budget is nearly used up"));
   on("HUMAN_CONFIRM_REQUIRED", (p) => { undraft(); approval(taskId, p); });
   on("HUMAN_CONFIRM_RESOLVED", (p) => {
     resolved(p);

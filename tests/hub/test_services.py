@@ -274,3 +274,45 @@ async def test_two_copies_of_the_hub_answer_each_timeout_and_each_query_once(
         for services in copies:
             for service in services:
                 await service.stop()
+
+
+async def test_a_taskloop_agent_over_its_agent_budget_answers_budget(
+        make_bus: BusFactory, run_agent: RunnerFactory, model_server: ReplayModelServer,
+        redis_url: str) -> None:
+    from agent_core.budget import BudgetRule, StoreBudget
+    from agent_core.store import Keys, connect
+
+    settings = HubSettings(_env_file=None, llm_provider="openai",  # type: ignore[call-arg]
+                           llm_model_name="scripted", llm_base_url=model_server.openai_url,
+                           llm_api_key="sk-test-0123456789abcdefghij", llm_max_retries=0,
+                           agent_replan_every=0, hermes_tools=["tools.sales"])
+    agent_id, prefix = unique("frugal"), unique("hb")
+    redis = connect(redis_url)
+    budget = StoreBudget(redis, Keys(prefix).budgets, [BudgetRule(
+        scope="agent", window="day", tokens=100, match={"agent": agent_id})])
+    runtime = build_runtime(settings, store=MemoryConversationStore(), budget=budget)
+    capability = f"sales_{unique('y').replace('-', '_')}"
+    agent = LoopAgent(agent_id, (capability,), runtime)
+    bus = await make_bus()
+    discovery = Discovery(bus)
+    await discovery.start()
+    try:
+        await run_agent(await make_bus(), agent)
+        await until(lambda: discovery.live(capability))
+        outcome = await HubDelegation(bus, "gateway").delegate(
+            capability, "how much did sales grow?", arguments={}, deadline_ms=20_000,
+            correlation_id=unique("trace"), conversation_id=None)
+        assert (outcome.status, outcome.error_code) == ("failed", "BUDGET")
+        assert str(outcome.result["error"]).startswith(
+            "I can't start on this: the next step needs up to ")
+        assert f"the daily token budget of agent {agent_id!r} has 100 tokens left" in \
+            str(outcome.result["error"])
+        assert model_server.requests == [], "the call over the budget was never made"
+    finally:
+        await discovery.stop()
+        await budget.aclose()
+        await runtime.aclose()
+        keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await redis.unlink(*keys)
+        await redis.aclose()

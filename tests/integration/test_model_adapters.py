@@ -55,6 +55,28 @@ async def test_text_reply_and_usage(provider: str, stream: bool, make_model: Mod
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_cached_prompt_tokens_are_reported_as_part_of_the_prompt(
+        provider: str, stream: bool, make_model: ModelFactory,
+        model_server: ReplayModelServer) -> None:
+    # OpenAI counts them inside prompt_tokens; Anthropic apart from input_tokens.
+    model_server.add(Reply("ok", prompt_tokens=1000, completion_tokens=7, cached_tokens=600))
+    response = await make_model(provider).complete(request(stream))
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens,
+            response.usage.cached_prompt_tokens) == (1000, 7, 600)
+
+
+async def test_deepseeks_cache_hits_count_as_cached(make_model: ModelFactory,
+                                                    model_server: ReplayModelServer) -> None:
+    model_server.add(Raw(json.dumps({
+        "choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 3,
+                  "prompt_cache_hit_tokens": 512, "prompt_cache_miss_tokens": 388}})))
+    response = await make_model("openai").complete(request())
+    assert response.usage.cached_prompt_tokens == 512
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_several_tool_calls_in_one_turn(provider: str, stream: bool,
                                               make_model: ModelFactory,

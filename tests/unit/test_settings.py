@@ -164,3 +164,51 @@ def test_a_secrets_dir_that_is_not_there_is_a_clear_error(
     with pytest.raises(ConfigError,
                        match=r"HERMES_SECRETS_DIR: .*not-mounted.* is not a directory"):
         load_settings()
+
+
+def test_budgets_prices_and_rate_limits_from_yaml_and_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.settings import GatewaySettings
+
+    config = tmp_path / "hermes.yaml"
+    config.write_text(
+        "budgets:\n"
+        "  - {scope: user, window: day, tokens: 200000, exempt_roles: [admin]}\n"
+        "  - {scope: global, window: month, usd: 500}\n"
+        "  - {scope: schedule, window: day, usd: 1.0, match: {schedule: nightly}, id: nightly}\n"
+        "model_prices:\n"
+        "  gpt-4o-mini: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n"
+        "hermes:\n  rate_limit: 20/min\n  timezone: Europe/Berlin\n")
+    monkeypatch.setenv("HERMES_CONFIG", str(config))
+    s = load_settings(GatewaySettings)
+    assert [(r.scope, r.window, r.tokens, r.usd) for r in s.hermes_budgets] == [
+        ("user", "day", 200000, None), ("global", "month", None, 500.0),
+        ("schedule", "day", None, 1.0)]
+    assert s.hermes_budgets[0].exempt_roles == ("admin",)
+    assert s.hermes_budgets[2].match.schedule == ("nightly",) and s.hermes_budgets[2].key == \
+        "nightly"
+    assert s.hermes_model_prices["gpt-4o-mini"].output_per_mtok == 0.6
+    assert s.rate_limit == (20, 60) and s.hermes_timezone == "Europe/Berlin"
+    monkeypatch.setenv("HERMES_BUDGETS", '[{"scope": "user", "window": "hour", "tokens": 5}]')
+    monkeypatch.setenv("HERMES_RATE_LIMIT", "5/10s")
+    s = load_settings(GatewaySettings)
+    assert [r.window for r in s.hermes_budgets] == ["hour"] and s.rate_limit == (5, 10)
+
+
+@pytest.mark.parametrize(("var", "value", "expected"), [
+    ("HERMES_BUDGETS", '[{"scope": "user", "window": "day"}]', "needs tokens, usd or both"),
+    ("HERMES_BUDGETS", '[{"scope": "team", "window": "day", "tokens": 1}]', "'user'"),
+    ("HERMES_BUDGETS", '[{"scope": "user", "window": "day", "tokens": 1}, '
+                       '{"scope": "user", "window": "day", "usd": 2}]', "count the same thing"),
+    ("HERMES_MODEL_PRICES", '{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}',
+     "greater than or equal to 0"),
+    ("HERMES_RATE_LIMIT", "lots", "20/min"),
+])
+def test_wrong_budgets_and_rates_are_refused_naming_what_to_change(
+        monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
+    from gateway.settings import GatewaySettings
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings(GatewaySettings)
+    assert var in str(err.value) and expected in str(err.value)
