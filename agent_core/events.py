@@ -48,6 +48,15 @@ class EventType(StrEnum):
     #: size, kind, note of each; ``notices``: what the person is told, such as a refusal
     #: naming its limit or what a voice note was heard to say).
     FILES_RECEIVED = "FILES_RECEIVED"
+    #: One model call ended (``model``, ``seconds``, ``prompt_tokens``,
+    #: ``completion_tokens``, ``ok``; ``error``: the error's type when it failed): what
+    #: the console's task timeline draws and the model-latency metrics observe.
+    MODEL_CALLED = "MODEL_CALLED"
+    #: The task's reply (or question, approval prompt, notice) reached its chat
+    #: (``channel``, ``kind``, ``seconds``, ``attempts``), or was given up on and kept as
+    #: a dead letter (``reason`` too). Told by the gateway, after the task's own events.
+    REPLY_DELIVERED = "REPLY_DELIVERED"
+    REPLY_UNDELIVERABLE = "REPLY_UNDELIVERABLE"
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,8 @@ class ModelTurn:
         # The system message changes only with the plan and the archive's size: its count is
         # worth keeping (~0.1 ms of tokenizing per model call otherwise).
         self._system_tokens = functools.lru_cache(maxsize=256)(counter.count)
+        #: Model calls of this runtime under way now (the console's "in flight").
+        self.in_flight = 0
 
     async def call(self, run: Run) -> ModelResponse:
         """The model's reply to the run's context as it is now."""
@@ -101,11 +103,13 @@ class ModelTurn:
                 "gen_ai.operation.name": "chat", "gen_ai.request.model": name,
                 "gen_ai.provider.name": provider, "hermes.round": run.state.round},
                 kind="client") as span:
+            self.in_flight += 1
             try:
                 response = await self.model.complete(request)
-            finally:
-                run.report.model_time += time.perf_counter() - started
-                run.report.model_calls += 1
+            except BaseException as exc:
+                self._called(run, started, None, type(exc).__name__)
+                raise
+            self._called(run, started, response, "")
             span.set_attributes({
                 "gen_ai.usage.input_tokens": response.usage.prompt_tokens,
                 "gen_ai.usage.output_tokens": response.usage.completion_tokens,
@@ -114,6 +118,21 @@ class ModelTurn:
         run.report.prompt_tokens += response.usage.prompt_tokens
         run.report.completion_tokens += response.usage.completion_tokens
         return response
+
+    def _called(self, run: Run, started: float, response: ModelResponse | None,
+                error: str) -> None:
+        """Count a call that ended (answered, or ``error``) and tell it (MODEL_CALLED)."""
+        self.in_flight -= 1
+        seconds = time.perf_counter() - started
+        run.report.model_time += seconds
+        run.report.model_calls += 1
+        usage = response.usage if response is not None else None
+        run.emit(EventType.MODEL_CALLED, {
+            "model": str(getattr(self.model, "name", "")), "seconds": round(seconds, 6),
+            "ok": response is not None,
+            "prompt_tokens": usage.prompt_tokens if usage else 0,
+            "completion_tokens": usage.completion_tokens if usage else 0,
+            **({"error": error} if error else {})})
 
     async def context(self, run: Run, *, shrink: bool) -> list[Message]:
         """The messages of the next model call: system message and window, in budget."""
