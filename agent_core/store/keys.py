@@ -7,8 +7,8 @@ characters.
 
 ``Keys(prefix)`` builds the store's own keys (conversations, tasks) and, through its
 sections, those of the gateway's parts: ``.queue`` (the work queue), ``.approvals``,
-``.schedules``, plus the dedupe markers, dead letters, audit stream and leader leases. No
-other module writes a key's name.
+``.schedules``, ``.console`` (what the operator's console reads), plus the dedupe markers,
+dead letters, audit stream and leader leases. No other module writes a key's name.
 """
 
 from __future__ import annotations
@@ -83,6 +83,11 @@ class ApprovalKeys:
         """ZSET: pending approval id -> when it expires."""
         return f"{self.prefix}:approvals:expiry"
 
+    def recent(self) -> str:
+        """ZSET: approval id -> when it was asked (pending and decided ones, for the
+        console's list; trimmed past the task retention)."""
+        return f"{self.prefix}:approvals:recent"
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduleKeys:
@@ -101,6 +106,45 @@ class ScheduleKeys:
     def claim(self, job_id: str, fire_time: float) -> str:
         """STRING: the marker of one run of one job (SET NX; fired once across replicas)."""
         return f"{self.prefix}:jobs:claim:{job_id}:{int(fire_time)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleKeys:
+    """What the operator's console reads (``gateway.activity`` writes it): the live feed,
+    an index of recent and open tasks, who spoke in which conversation, per-minute and
+    per-day figures, and the serving processes. One hash tag: one slot."""
+
+    prefix: str
+
+    def feed(self) -> str:
+        """STREAM of what happened (tasks changing state, audit entries, dead letters):
+        the console's live event stream."""
+        return f"{self.prefix}:{{console}}:feed"
+
+    def tasks(self) -> str:
+        """ZSET: task id -> when it last changed (the last day's)."""
+        return f"{self.prefix}:{{console}}:tasks"
+
+    def open(self) -> str:
+        """SET of the task ids queued, running or waiting for a person."""
+        return f"{self.prefix}:{{console}}:open"
+
+    def people(self) -> str:
+        """ZSET: JSON [user, conversation id] -> when that user last spoke there."""
+        return f"{self.prefix}:{{console}}:people"
+
+    def minute(self, minute: int) -> str:
+        """HASH of one minute's figures (tasks, model calls and seconds, errors, dead
+        letters, the queue), ``minute`` in minutes since 1970; expires after two hours."""
+        return f"{self.prefix}:{{console}}:minute:{minute}"
+
+    def usage(self, day: str) -> str:
+        """HASH of one UTC day's (YYYYMMDD) tokens by user, channel and model."""
+        return f"{self.prefix}:{{console}}:usage:{day}"
+
+    def processes(self) -> str:
+        """HASH: serving process -> its figures now (JSON, with when they were written)."""
+        return f"{self.prefix}:{{console}}:processes"
 
 
 class Keys:
@@ -126,6 +170,11 @@ class Keys:
     def schedules(self) -> ScheduleKeys:
         """The scheduler's keys."""
         return ScheduleKeys(self.prefix)
+
+    @cached_property
+    def console(self) -> ConsoleKeys:
+        """The operator's console's keys."""
+        return ConsoleKeys(self.prefix)
 
     def dedupe(self, key: str) -> str:
         """STRING marker of a delivery already seen (a platform's retry is handled once)."""

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import a2a, approvals, audit, conversations, schedules, service, tasks, workflows
+from . import (
+    a2a,
+    approvals,
+    audit,
+    console,
+    conversations,
+    deadletters,
+    hub,
+    schedules,
+    service,
+    tasks,
+    workflows,
+)
 from ._http import GATEWAY, GUARD, parse
 
 __all__ = ["GATEWAY", "GUARD", "parse", "setup"]
@@ -14,5 +26,5 @@ __all__ = ["GATEWAY", "GUARD", "parse", "setup"]
 def setup(app: web.Application) -> None:
     """Register every API route."""
     for resource in (tasks, conversations, approvals, audit, schedules, workflows, a2a,
-                     service):
+                     service, console, deadletters, hub):
         resource.setup(app)
