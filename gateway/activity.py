@@ -105,6 +105,8 @@ class Activity:
         self._pending = _Pending()
         #: task id -> the identity (channel:user) it runs for, while it runs here.
         self._who: dict[str, str] = {}
+        #: The last write failed (the store is out): the next failures are not warned of.
+        self._failing = False
 
     # --- what happens ------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -134,7 +136,9 @@ class Activity:
                 outcome = str(payload.get("outcome") or "unknown")
                 if outcome in TERMINAL:
                     pending.count(now, f"outcome:{outcome}:{channel_of(cid)}")
-                    self._who.pop(task_id, None)
+                # Ended or paused: a resumed run (here or elsewhere) reads whom it is for
+                # from its state, so nothing here outlives the run.
+                self._who.pop(task_id, None)
                 self._task(task_id, cid, outcome, now)
             case EventType.MODEL_CALLED:
                 pending.count(now, "model_calls")
@@ -235,7 +239,15 @@ class Activity:
         try:
             await pipe.execute()
         except Exception as exc:  # the console's figures must never take a task down
-            log.warning("could not record the console's activity: %s", exc)
+            self._failed(exc)
+        else:
+            self._failing = False
+
+    def _failed(self, exc: Exception) -> None:
+        """Warn once per outage, not at every flush and beat."""
+        log.log(logging.DEBUG if self._failing else logging.WARNING,
+                "could not record the console's activity (its figures miss this): %s", exc)
+        self._failing = True
 
     async def _users(self, pending: _Pending) -> dict[str, str]:
         """Whom the tasks of tokens counted without a known user run for (a task resumed
@@ -254,7 +266,7 @@ class Activity:
             if raw:
                 state = TaskState.model_validate_json(raw)
                 found[task_id] = state.user_id
-                if state.status not in TERMINAL | PAUSED:
+                if state.status not in TERMINAL | PAUSED:  # runs here until its finish
                     self._who[task_id] = found[task_id]
         return found
 
@@ -262,7 +274,11 @@ class Activity:
         """Record this process's figures now (and sample the queue into this minute)."""
         if self.figures is None:
             return
-        figures = await self.figures()
+        try:
+            figures = await self.figures()  # reads the queue's figures from the store
+        except Exception as exc:
+            self._failed(exc)
+            return
         now = self.clock()
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.processes(), self.name,
@@ -272,7 +288,10 @@ class Activity:
         if queue:
             pipe.hset(self.keys.minute(minute_of(now)), mapping=queue)
             pipe.expire(self.keys.minute(minute_of(now)), MINUTE_TTL)
-        await pipe.execute()
+        try:
+            await pipe.execute()
+        except Exception as exc:
+            self._failed(exc)
 
     async def leave(self) -> None:
         """This process stops: its figures go (the last flush is the caller's)."""

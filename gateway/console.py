@@ -7,7 +7,6 @@ it lists and redelivers (``gateway.deadletters``). Its page is ``gateway.pages``
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +18,6 @@ from .activity import Activity, Figures
 from .deadletters import DeadLetters
 from .delivery import Deliverer
 from .overview import Overview
-
-log = logging.getLogger(__name__)
 
 #: How often gathered activity is written, and this process's figures.
 FLUSH_EVERY = 0.25
@@ -46,10 +43,7 @@ class Console:
         background) until the stack closes (a last flush then, and this process's figures
         removed)."""
         self.activity.figures = figures
-        try:
-            await self.activity.beat()
-        except Exception as exc:  # the console's figures never stop a start
-            log.info("could not record this process's console figures: %s", exc)
+        await self.activity.beat()  # a failure is logged: the figures never stop a start
         flush = repeating(self.activity.flush, FLUSH_EVERY, "console activity")
         beat = repeating(self.activity.beat, BEAT_EVERY, "console figures")
 

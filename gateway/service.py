@@ -207,9 +207,10 @@ class Gateway:
                              concurrency=settings.hermes_workers, outage=outage)
         if isinstance(store.redis, MultiplexedRedis):
             log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
+        # Before the workers: stopped after them, so what their last tasks did is recorded.
+        await console.start(stack, lambda: _figures(queue, workers, runtime))
         await workers.start()
         stack.push_async_callback(self._stop_workers, workers)
-        await console.start(stack, lambda: _figures(queue, workers, runtime))
         if settings.hermes_schedules_file is not None:
             await _load_schedules(scheduler, settings.hermes_schedules_file)
         scheduler.start()

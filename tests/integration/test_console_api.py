@@ -188,6 +188,17 @@ async def test_approvals_are_listed_pending_then_decided_with_who(
         "approvals"] == []
     assert (await h.client.get("/agent/approvals?status=maybe",
                                headers=bearer("root"))).status == 400
+    # The tokens of the run resumed by root's decision are still ann's, all of them.
+    await h.wait_task((await paused.json())["task_id"], "answered", headers=bearer("root"))
+
+    async def both_calls() -> Any:
+        usage = await get(h, "/agent/console/usage", headers=bearer("root"))
+        calls = await get(h, "/agent/console/series?minutes=2", headers=bearer("root"))
+        return usage if sum(calls["model_calls"]) == 2 and usage["user"] else None
+
+    usage = await until(both_calls)
+    assert [u["name"] for u in usage["user"]] == ["api:ann"]
+    assert usage["user"][0]["tokens"] == usage["channel"][0]["tokens"] > 0
 
 
 async def test_dead_letters_are_listed_redelivered_and_discarded_with_who(
