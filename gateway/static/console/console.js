@@ -28,6 +28,7 @@ C.el = function (tag, attrs, ...children) {
 const el = C.el;
 C.chip = (status) => el("span", {class: "chip " + String(status || ""), text: status || "—"});
 C.link = (href, text) => el("a", {href, text});
+C.count = (n, one, many) => n + " " + (n === 1 ? one : many);
 C.fmt = {
   time(ts) {
     if (!ts) return "—";

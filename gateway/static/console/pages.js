@@ -145,7 +145,7 @@
       el("label", {}, "since", el("input", {name: "since", type: "datetime-local", value: local(Number(q.get("since")))})),
       el("label", {}, "until", el("input", {name: "until", type: "datetime-local", value: local(Number(q.get("until")))})),
       el("button", {type: "submit", text: "Filter"})));
-    box.append(C.panel(data.count + " entries, newest first", C.table(["when", "what", "outcome", "who", "key", "conversation", "details"],
+    box.append(C.panel(C.count(data.count, "entry", "entries") + ", newest first", C.table(["when", "what", "outcome", "who", "key", "conversation", "details"],
       data.entries.map((e) => [fmt.time(e.ts), [e.type, e.tool, e.action, e.job_id].filter(Boolean).join(" "), C.chip(e.outcome),
         e.actor || e.decided_by || e.requester || "—", e.principal || "—", e.conversation_id || "—",
         el("details", {}, el("summary", {text: "show"}), el("pre", {text: fmt.json(e)}))]), {empty: "No entry matches."})));

@@ -66,7 +66,7 @@
     const data = await C.get("/agent/schedules");
     box.append(el("h1", {text: "Schedules"}));
     const path = (job, action) => "/agent/schedules/" + encodeURIComponent(job.id) + (action ? "/" + action : "");
-    box.append(C.panel(data.jobs.length + " scheduled jobs, by next run", C.table(["job", "when", "next run", "last run", "last outcome", "runs as", ""],
+    box.append(C.panel(C.count(data.jobs.length, "scheduled job", "scheduled jobs") + ", by next run", C.table(["job", "when", "next run", "last run", "last outcome", "runs as", ""],
       data.jobs.map((job) => [el("span", {}, el("b", {text: job.name}), el("br"), el("span", {class: "dim mono", text: job.id})),
         trigger(job.trigger), job.paused ? C.chip("paused") : fmt.until(job.next_run_at),
         job.last_run ? el("span", {}, fmt.time(job.last_run.at), " ", C.link("#/task/" + job.last_run.task_id, "task")) : "never",
@@ -82,7 +82,7 @@
   C.register("dead-letters", {nav: 5, title: "Dead letters", async render(box) {
     const data = await C.get("/agent/dead-letters?limit=200");
     box.append(el("h1", {text: "Dead letters"}));
-    box.append(C.panel(data.count + " replies could not be delivered", C.table(["when", "channel", "conversation", "why", "what", ""],
+    box.append(C.panel(C.count(data.count, "reply", "replies") + " could not be delivered", C.table(["when", "channel", "conversation", "why", "what", ""],
       data.dead_letters.map((d) => [fmt.time(d.at), d.channel, d.conversation_id, el("span", {class: "wrap", text: d.reason}),
         el("details", {}, el("summary", {text: (d.text || "").slice(0, 40)}), el("pre", {text: d.text})),
         el("div", {class: "buttons", "data-letter": d.id},
