@@ -287,6 +287,25 @@ async def test_usage_shows_tokens_by_user_channel_and_model_without_budgets(
     assert c.errors == []
 
 
+async def test_usage_shows_each_budget_against_its_limit(
+        console: Any, make_gateway: GatewayFactory) -> None:
+    from gateway.settings import GatewaySettings
+
+    if "hermes_budgets" not in GatewaySettings.model_fields:
+        pytest.skip("budgets come with branch feat-budget: this runs once it is merged")
+    h = await make_gateway(hermes_budgets=[
+        {"scope": "global", "window": "day", "tokens": 100_000},
+        {"scope": "user", "window": "day", "tokens": 50_000}])
+    h.model.add(Reply("one"))
+    await run(h, "first", "u1")
+    c: Console = await console(harness=h)
+    await c.open("usage")
+    budgets = c.page.locator("section", has_text="Budgets")
+    await expect(budgets).to_contain_text("/ 100,000 tokens")
+    await expect(budgets).to_contain_text("user api:local")
+    assert c.errors == []
+
+
 async def test_the_hub_page_draws_a_workflow_run_and_its_messages(
         console: Any, make_gateway: GatewayFactory, nats_url: str, checker: Checker  # noqa: F811
 ) -> None:

@@ -173,7 +173,9 @@
       if (seen.has(key)) continue;
       seen.add(key);
       const share = b.tokens ? (b.used_tokens + b.reserved_tokens) / b.tokens : b.usd ? (b.used_usd + b.reserved_usd) / b.usd : 0;
-      rows.push([b.scope + " " + (b.subject || "all"), b.window, b.tokens ? fmt.num(b.used_tokens) + " / " + fmt.num(b.tokens) + " tokens" : "$" + b.used_usd.toFixed(2) + " / $" + b.usd.toFixed(2),
+      const used = b.tokens ? fmt.num(b.used_tokens) + " / " + fmt.num(b.tokens) + " tokens"
+        : b.usd ? "$" + (b.used_usd || 0).toFixed(2) + " / $" + b.usd.toFixed(2) : (b.exempt ? "exempt" : "—");
+      rows.push([b.scope + " " + (b.subject || "all"), b.window, used,
         el("div", {class: "bar " + (share > 0.9 ? "bad" : share > 0.75 ? "warn" : "")}, el("div", {style: `width:${Math.min(100, Math.round(share * 100))}%`})), fmt.until(b.resets_at)]);
     }
     if (!rows.length) return el("p", {class: "dim", id: "no-budgets", text: "No budget is configured (HERMES_BUDGETS), so nothing is limited."});
