@@ -51,6 +51,15 @@ class EventType(StrEnum):
     #: A budget the task is charged to passed its warning share (once per window): the
     #: budget's standing (``BudgetUse``) and ``text``, what the conversation was told.
     BUDGET_WARNING = "BUDGET_WARNING"
+    #: One model call ended (``model``, ``seconds``, ``prompt_tokens``,
+    #: ``completion_tokens``, ``ok``; ``error``: the error's type when it failed): what
+    #: the console's task timeline draws and the model-latency metrics observe.
+    MODEL_CALLED = "MODEL_CALLED"
+    #: The task's reply (or question, approval prompt, notice) reached its chat
+    #: (``channel``, ``kind``, ``seconds``, ``attempts``), or was given up on and kept as
+    #: a dead letter (``reason`` too). Told by the gateway, after the task's own events.
+    REPLY_DELIVERED = "REPLY_DELIVERED"
+    REPLY_UNDELIVERABLE = "REPLY_UNDELIVERABLE"
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,8 @@ class ModelTurn:
         # The system message changes only with the plan and the archive's size: its count is
         # worth keeping (~0.1 ms of tokenizing per model call otherwise).
         self._system_tokens = functools.lru_cache(maxsize=256)(counter.count)
+        #: Model calls of this runtime under way now (the console's "in flight").
+        self.in_flight = 0
 
     async def call(self, run: Run) -> ModelResponse:
         """The model's reply to the run's context as it is now."""
@@ -129,15 +131,15 @@ class ModelTurn:
         request's messages are counted when not given)."""
         hold = await self._reserve(run, request, prompt_tokens)
         started = time.perf_counter()
+        self.in_flight += 1
         try:
             response = await self.model.complete(request)
-        except BaseException:
+        except BaseException as exc:
+            self._called(run, started, None, type(exc).__name__)
             if hold is not None and self.budget is not None:
                 await self.budget.settle(hold, None)  # nothing answered: nothing charged
             raise
-        finally:
-            run.report.model_time += time.perf_counter() - started
-            run.report.model_calls += 1
+        self._called(run, started, response, "")
         if hold is not None and self.budget is not None:
             usage = response.usage
             if not usage.prompt_tokens and not usage.completion_tokens:
@@ -182,6 +184,21 @@ class ModelTurn:
         if plan:
             await self.journal.store.set_plan(run.state.conversation_id, plan)
             run.emit(EventType.PLAN_UPDATED, {"plan": plan, "why": why})
+
+    def _called(self, run: Run, started: float, response: ModelResponse | None,
+                error: str) -> None:
+        """Count a call that ended (answered, or ``error``) and tell it (MODEL_CALLED)."""
+        self.in_flight -= 1
+        seconds = time.perf_counter() - started
+        run.report.model_time += seconds
+        run.report.model_calls += 1
+        usage = response.usage if response is not None else None
+        run.emit(EventType.MODEL_CALLED, {
+            "model": str(getattr(self.model, "name", "")), "seconds": round(seconds, 6),
+            "ok": response is not None,
+            "prompt_tokens": usage.prompt_tokens if usage else 0,
+            "completion_tokens": usage.completion_tokens if usage else 0,
+            **({"error": error} if error else {})})
 
     async def context(self, run: Run, *, shrink: bool) -> list[Message]:
         """The messages of the next model call: system message and window, in budget."""

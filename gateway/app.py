@@ -1,12 +1,11 @@
-"""The aiohttp application: API, channel endpoints, web chat, health; auth, errors and
-request metrics at its edge."""
+"""The aiohttp application: API, channel endpoints, the browser pages (web chat, console),
+health; auth, errors and request metrics at its edge."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from importlib import resources
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -15,10 +14,9 @@ from agent_core.errors import StoreUnavailableError
 from agent_core.ids import new_id
 from agent_core.models import ModelAdapter
 
-from . import api
+from . import api, pages
 from .api import GATEWAY, GUARD
-from .auth import LOCAL, LOCAL_ROLE, Credentials
-from .fetching import FileLimits
+from .auth import Credentials
 from .guard import Guard
 from .metrics import Metrics
 from .service import Gateway
@@ -55,10 +53,7 @@ def create_app(settings: GatewaySettings, *, model: ModelAdapter | None = None) 
     app.router.add_post("/slack/events", _channel_route("slack"))
     app.router.add_post("/telegram/webhook", _channel_route("telegram"))
     app.router.add_post("/webhook/{source}", _channel_route("webhook"))
-    app.router.add_get("/", webchat_page)
-    app.router.add_get("/webchat/session", webchat_session)
-    app.router.add_get("/static/{name}", static_file)
-    app.router.add_get("/favicon.ico", favicon)
+    pages.setup(app)
     return app
 
 
@@ -72,63 +67,6 @@ def _channel_route(name: str) -> Handler:
         return response
 
     return handler
-
-
-#: The web chat's files: its script, the Markdown renderer and sanitiser it uses (vendored,
-#: gateway/static/vendor/README.md), its icon. Nothing is fetched from elsewhere.
-_STATIC = {"chat.js": ("chat.js", "text/javascript"),
-           "attach.js": ("attach.js", "text/javascript"),
-           "marked.umd.js": ("vendor/marked.umd.js", "text/javascript"),
-           "purify.min.js": ("vendor/purify.min.js", "text/javascript"),
-           "favicon.svg": ("favicon.svg", "image/svg+xml")}
-_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-        "img-src 'self' blob:; media-src 'self' blob:; object-src 'none'; "
-        "base-uri 'none'; frame-ancestors 'none'")
-
-
-async def webchat_page(request: web.Request) -> web.Response:
-    """The web chat: a small page that streams the agent's steps."""
-    page = resources.files("gateway.static").joinpath("index.html").read_text("utf-8")
-    return web.Response(text=page, content_type="text/html",
-                        headers={"Cache-Control": "no-store", "Content-Security-Policy": _CSP,
-                                 "X-Content-Type-Options": "nosniff"})
-
-
-async def webchat_session(request: web.Request) -> web.Response:
-    """The web chat page's credential: on a gateway without HERMES_API_KEYS, the local
-    token, handed only to the page itself (a same-origin fetch from this machine); with
-    keys, nothing (the page asks its person for one). Either way, the limits of a
-    message's files, for the page to check before it sends them."""
-    guard = request.app[GUARD]
-    limits = FileLimits(request.app[GATEWAY].settings)
-    files = {"max_file_bytes": limits.file, "max_files": limits.count}
-    token = guard.credentials.local_token()
-    if token is None:
-        return web.json_response({"token": None, "needs_key": True, "files": files},
-                                 headers={"Cache-Control": "no-store"})
-    if not guard.is_local(request):
-        raise web.HTTPForbidden(reason="the local token is handed only to this machine")
-    if request.headers.get("Sec-Fetch-Site") != "same-origin":
-        raise web.HTTPForbidden(reason="the local token is handed only to the web chat page")
-    return web.json_response({"token": token, "user": LOCAL, "role": LOCAL_ROLE,
-                              "needs_key": False, "files": files},
-                             headers={"Cache-Control": "no-store"})
-
-
-async def static_file(request: web.Request) -> web.Response:
-    """One of the web chat's own files, or 404."""
-    found = _STATIC.get(request.match_info["name"])
-    if found is None:
-        return web.json_response({"error": "no such file"}, status=404)
-    path, kind = found
-    body = resources.files("gateway.static").joinpath(path).read_bytes()
-    return web.Response(body=body, content_type=kind,
-                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
-
-
-async def favicon(request: web.Request) -> web.Response:
-    """Browsers ask for /favicon.ico whatever the page says: the SVG icon."""
-    raise web.HTTPFound("/static/favicon.svg")
 
 
 def edge(guard: Guard, metrics: Metrics) -> Middleware:

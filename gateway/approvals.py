@@ -116,6 +116,8 @@ class ApprovalService:
         pipe.hset(self.keys.approval(pending.id), mapping=dict(record))  # type: ignore[arg-type]
         pipe.expire(self.keys.approval(pending.id), int(self.settings.task_retention))
         pipe.zadd(self.keys.expiry(), {pending.id: expires})
+        pipe.zadd(self.keys.recent(), {pending.id: now})
+        pipe.zremrangebyscore(self.keys.recent(), "-inf", now - self.settings.task_retention)
         await pipe.execute()
         if (opened := self._opening.get(pending.id)) is not None:
             opened.set()
@@ -167,6 +169,23 @@ class ApprovalService:
         if not raw:
             return None
         return {as_text(k): as_text(v) for k, v in raw.items()}
+
+    async def listing(self, *, limit: int) -> list[dict[str, str]]:
+        """The approvals asked lately, newest first (pending and decided)."""
+        ids = [as_text(i) for i in await self.redis.zrevrange(self.keys.recent(), 0,
+                                                               limit - 1)]
+        pipe = self.redis.pipeline(transaction=False)
+        for approval_id in ids:
+            pipe.hgetall(self.keys.approval(approval_id))
+        found, gone = [], []
+        for approval_id, raw in zip(ids, await pipe.execute(), strict=True):
+            if raw:
+                found.append({as_text(k): as_text(v) for k, v in raw.items()})
+            else:
+                gone.append(approval_id)
+        if gone:  # past their retention
+            await self.redis.zrem(self.keys.recent(), *gone)
+        return found
 
     # --- deciding ------------------------------------------------------------------------
     async def decide(self, approval_id: str, *, approved: bool, actor: str, actor_name: str,

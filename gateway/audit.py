@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,20 @@ from agent_core.store import Keys, store_boundary
 
 _MAXLEN = 1_000_000
 _SCAN = 20_000
+#: The fields of an entry that name people (or keys).
+_ACTORS = ("requester", "decided_by", "approved_by", "actor", "principal")
+
+
+def outcome_of(entry: dict[str, Any]) -> str | None:
+    """What came of an entry's action: its ``outcome``, an approval's decision, or a tool
+    call's ``ok`` / ``error``."""
+    if entry.get("outcome"):
+        return str(entry["outcome"])
+    if entry.get("decision"):
+        return str(entry["decision"])
+    if "ok" in entry:
+        return "ok" if entry["ok"] else "error"
+    return None
 
 
 @store_boundary
@@ -35,6 +50,8 @@ class AuditLog:
         self.file = file
         self._lock = FileLock(str(file) + ".lock") if file else None
         self._private = False  # the file's mode checked (tighten_file) since this started
+        #: Told each entry once it is recorded (the console's feed).
+        self.listener: Callable[[dict[str, Any]], None] | None = None
 
     async def record(self, entry: dict[str, Any]) -> None:
         """Append one entry (a ``ts`` is added when missing)."""
@@ -43,6 +60,8 @@ class AuditLog:
         await self.redis.xadd(self.key, {"entry": line}, maxlen=_MAXLEN, approximate=True)
         if self.file is not None:
             await asyncio.to_thread(self._append_line, line)
+        if self.listener is not None:
+            self.listener(entry)
 
     def _append_line(self, line: str) -> None:
         assert self.file is not None and self._lock is not None
@@ -58,8 +77,13 @@ class AuditLog:
 
     async def query(self, *, conversation_id: str | None = None, user: str | None = None,
                     tool: str | None = None, since: float | None = None,
-                    until: float | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Newest first, filtered; scans at most the newest 20 000 entries."""
+                    until: float | None = None, limit: int = 100, actor: str | None = None,
+                    outcome: str | None = None) -> list[dict[str, Any]]:
+        """Newest first, filtered; scans at most the newest 20 000 entries. ``user``: who
+        asked or decided, exactly; ``actor``: part of the name of anyone the entry names
+        (who asked, decided, approved or acted, and the key's principal); ``outcome``: the
+        entry's (``outcome_of``). Each entry comes with its ``outcome``."""
+        needle = actor.lower() if actor else None
         high = f"{int(until * 1000)}" if until else "+"
         low = f"{int(since * 1000)}" if since else "-"
         rows: Any = await self.redis.xrevrange(self.key, max=high, min=low, count=_SCAN)
@@ -72,6 +96,11 @@ class AuditLog:
                                      entry.get("approved_by")):
                 continue
             if tool and entry.get("tool") != tool:
+                continue
+            if needle and not any(needle in str(entry.get(k) or "").lower() for k in _ACTORS):
+                continue
+            entry["outcome"] = outcome_of(entry)
+            if outcome and entry["outcome"] != outcome:
                 continue
             entry["id"] = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
             out.append(entry)

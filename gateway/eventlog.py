@@ -190,24 +190,35 @@ class EventLog:
     async def read(self, task_id: str, after: str = "0-0", count: int = 1000
                    ) -> list[dict[str, Any]]:
         """Recorded events after a stream id, oldest first."""
+        return await self.read_stream(self.keys.task_events(task_id), after, count)
+
+    async def read_stream(self, key: str, after: str = "0-0", count: int = 1000
+                          ) -> list[dict[str, Any]]:
+        """The entries (``data``: JSON) of stream ``key`` after a stream id, oldest
+        first."""
         start = f"({after}" if after != "0-0" else "-"
-        rows: Any = await self.redis.xrange(self.keys.task_events(task_id), min=start,
-                                            count=count)
+        rows: Any = await self.redis.xrange(key, min=start, count=count)
         return [_row(r) for r in rows]
 
-    async def follow(self, task_id: str, after: str = "0-0", *, poll: float = 2.0
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+    def follow(self, task_id: str, after: str = "0-0", *, poll: float = 2.0
+               ) -> AsyncGenerator[dict[str, Any], None]:
         """Recorded events after ``after``, then new ones as they come (from any replica),
         until ``close_followers``; a KEEPALIVE item after each ``poll`` seconds without
         one. StoreUnavailableError when the store cannot be read."""
+        return self.follow_stream(self.keys.task_events(task_id), after, poll=poll)
+
+    async def follow_stream(self, key: str, after: str = "0-0", *, poll: float = 2.0
+                            ) -> AsyncGenerator[dict[str, Any], None]:
+        """``follow`` for any stream of JSON ``data`` entries (the console's feed too),
+        through the same one blocking read."""
         last = after
-        for item in await self.read(task_id, last):
+        for item in await self.read_stream(key, last):
             last = item["id"]
             yield item
         if self._closing.is_set():
             return
         loop = asyncio.get_running_loop()
-        follower = self._followers.join(self.keys.task_events(task_id), last)
+        follower = self._followers.join(key, last)
         try:
             while not self._closing.is_set():
                 if follower.found:

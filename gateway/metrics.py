@@ -1,6 +1,7 @@
 """Prometheus metrics at ``GET /metrics``: HTTP requests, inbound messages, tasks, model
-calls and tokens, what model calls cost and the budgets' refusals and warnings, tools,
-deliveries, and the queue.
+calls (their latency, those under way) and tokens, what model calls cost and the budgets'
+refusals and warnings, tools, deliveries, the queue (its depth and oldest work), dead
+letters, pending approvals, and the hub's live agents.
 
 Task, model and tool figures come from the event bus (a task's AGENT_FINISHED carries its
 report), so the agent loop knows nothing of them. Requests are counted by route template
@@ -112,6 +113,25 @@ class Metrics:
         self.waiting = Gauge("hermes_conversations_waiting", "Conversations with queued work "
                              "(all replicas; read from the store at scrape)",
                              multiprocess_mode="mostrecent", registry=reg)
+        self.model_call_seconds = Histogram(
+            "hermes_model_call_duration_seconds", "Time one model call took (retries "
+            "included), by model", ["model"], buckets=_SLOW, registry=reg)
+        self.model_in_flight = Gauge("hermes_model_calls_in_flight", "Model calls under way "
+                                     "(this process; summed over processes)",
+                                     multiprocess_mode="livesum", registry=reg)
+        # Read from the store at scrape: the same for every replica.
+        self.oldest = Gauge("hermes_queue_oldest_seconds", "Seconds the conversation waiting "
+                            "longest has had unfinished work (0: none)",
+                            multiprocess_mode="mostrecent", registry=reg)
+        self.dead_letters = Gauge("hermes_dead_letters", "Replies given up on and kept as "
+                                  "dead letters (all replicas)",
+                                  multiprocess_mode="mostrecent", registry=reg)
+        self.approvals_pending = Gauge("hermes_approvals_pending", "Tool calls waiting for "
+                                       "a person's approval (all replicas)",
+                                       multiprocess_mode="mostrecent", registry=reg)
+        self.hub_agents = Gauge("hermes_hub_agents", "Agents live on the hub, as its discovery "
+                                "says (with HERMES_HUB)", multiprocess_mode="mostrecent",
+                                registry=reg)
         # The children counted on every request, message and task, by their label values
         # (each of a bounded set: route templates, statuses, channels, outcomes).
         self._request = _Children(self.requests)
@@ -152,6 +172,9 @@ class Metrics:
                 ok = event.type == EventType.TOOL_FINISHED
                 self.tool_calls.labels(tool, "ok" if ok else "error").inc()
                 self.tool_seconds.labels(tool).observe(float(payload.get("seconds") or 0.0))
+            case EventType.MODEL_CALLED:
+                self.model_call_seconds.labels(str(payload.get("model") or "unknown")).observe(
+                    float(payload.get("seconds") or 0.0))
             case EventType.MODEL_RETRY:
                 self.model_retries.inc()
             case EventType.MODEL_FALLBACK:
@@ -192,6 +215,14 @@ class Metrics:
         template = "unmatched" if route is None else route.canonical
         self._request(template, request.method, str(status)).inc()
         self._request_seconds(template).observe(seconds)
+
+    def sample(self, figures: dict[str, float]) -> None:
+        """Set the gauges read from the store (or the hub) at scrape, by name:
+        ``oldest_seconds``, ``dead_letters``, ``approvals_pending``, ``hub_agents``."""
+        gauges = {"oldest_seconds": self.oldest, "dead_letters": self.dead_letters,
+                  "approvals_pending": self.approvals_pending, "hub_agents": self.hub_agents}
+        for name, value in figures.items():
+            gauges[name].set(value)
 
     def exposition(self) -> bytes:
         """The text a scrape gets."""

@@ -8,10 +8,19 @@ from agent_core.budget import SCOPES, BudgetUse
 from agent_core.store.keys import CONVERSATION_ID
 
 from . import openapi_schemas as S
+from .openapi_console import (
+    MAX_APPROVALS,
+    MAX_DEAD_LETTERS,
+    MAX_SEARCH,
+    MAX_SERIES_MINUTES,
+    MAX_USAGE_DAYS,
+    console_paths,
+)
 from .openapi_schemas import BASE64, MAX_EVERY
 
-__all__ = ["ATTACHMENT_NAME", "BASE64", "MAX_AUDIT_LIMIT", "MAX_EVERY", "MAX_HISTORY",
-           "MAX_UNIX_SECONDS", "spec"]
+__all__ = ["ATTACHMENT_NAME", "BASE64", "MAX_APPROVALS", "MAX_AUDIT_LIMIT", "MAX_DEAD_LETTERS",
+           "MAX_EVERY", "MAX_HISTORY", "MAX_SEARCH", "MAX_SERIES_MINUTES", "MAX_UNIX_SECONDS",
+           "MAX_USAGE_DAYS", "spec"]
 
 #: The bounds the audit log's query parameters are held to (gateway/api/audit.py): Unix
 #: seconds in the year 5000 (later than anything logged, small enough for a stream id).
@@ -221,7 +230,8 @@ def spec() -> dict[str, Any]:
                 "parameters": [{"name": n, "in": "query", "required": False, "schema": t}
                                for n, t in (
                     ("conversation_id", {"type": "string"}), ("user", {"type": "string"}),
-                    ("tool", {"type": "string"}),
+                    ("tool", {"type": "string"}), ("actor", {"type": "string"}),
+                    ("outcome", {"type": "string"}),
                     ("since", {"type": "number", "minimum": 0, "maximum": MAX_UNIX_SECONDS}),
                     ("until", {"type": "number", "minimum": 0, "maximum": MAX_UNIX_SECONDS}),
                     ("limit", {"type": "integer", "minimum": 1,
@@ -270,6 +280,7 @@ def spec() -> dict[str, Any]:
                               "202": _json({"type": "object"}, "run queued"),
                               **_errors(401, 403, 404)}}},
             **_workflow_paths(definition),
+            **console_paths(),
             "/healthz": {"get": {"summary": "Liveness", "security": [],
                                  "responses": {"200": {"description": "alive: status and "
                                                        "the answering process's pid"}}}},

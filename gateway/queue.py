@@ -340,4 +340,10 @@ class WorkQueue:
         """Conversations with queued work (for /readyz and metrics)."""
         return int(await self.redis.zcard(self.keys.pending()))
 
+    async def oldest(self) -> tuple[str, float] | None:
+        """The conversation that has had unfinished work the longest, and since when
+        (None: no work queued)."""
+        first: Any = await self.redis.zrange(self.keys.pending(), 0, 0, withscores=True)
+        return (as_text(first[0][0]), float(first[0][1])) if first else None
+
 

@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import Channel
+from adapters.base import Channel, InboundMessage, Routed
 from adapters.errors import GatewayStopping
 from agent_core import ConfigError, EventBus, tracing
 from agent_core.background import repeating
@@ -33,6 +34,7 @@ from .audit import AuditLog
 from .budgets import BudgetNotices, announce_prices, open_budget
 from .channels import Channels, build_channels, telegram_leadership
 from .commands import Commands
+from .console import Console
 from .delivery import Deliverer
 from .eventlog import EventLog
 from .execution import Execution
@@ -82,6 +84,8 @@ class Parts:
     workers: WorkerPool
     #: Receives the files that come with messages (and keeps those the API received).
     inbox: Inbox
+    #: What the operator's console records and reads.
+    console: Console
     #: The hub's bus, with HERMES_HUB.
     bus: Bus | None = None
     #: The hub's workflows and runs (one per process: its buckets are opened once and a
@@ -176,6 +180,10 @@ class Gateway:
         for subscriber in (eventlog, progress, self.metrics):
             runtime.bus.subscribe(subscriber)
 
+        console = Console.open(store.redis, settings.redis_prefix, deliverer)
+        runtime.bus.subscribe(console.activity)
+        audit.listener = console.activity.audited
+        deliverer.on_done = lambda message, done: runtime.bus.emit(done.event(message))
         scheduler = Scheduler(store.redis, queue, settings)
         runtime.loop.services = Services(scheduler=scheduler,
                                          delegation=_delegation(bus))
@@ -185,7 +193,7 @@ class Gateway:
         rate = settings.rate_limit
         router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                         deliverer=deliverer, commands=commands, settings=settings,
-                        counted=self.metrics.routed,
+                        counted=_both(self.metrics.routed, console.activity.routed),
                         rate=RateLimit(store.redis, settings.redis_prefix, count=rate[0],
                                        seconds=rate[1], timezone=settings.hermes_timezone)
                         if rate else None)
@@ -216,6 +224,8 @@ class Gateway:
                              concurrency=settings.hermes_workers, outage=outage)
         if isinstance(store.redis, MultiplexedRedis):
             log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
+        # Before the workers: stopped after them, so what their last tasks did is recorded.
+        await console.start(stack, lambda: _figures(queue, workers, runtime))
         await workers.start()
         stack.push_async_callback(self._stop_workers, workers)
         if settings.hermes_schedules_file is not None:
@@ -232,7 +242,7 @@ class Gateway:
             # A scrape reaches one of the processes and sums every process's file: each keeps
             # its own share current, not only when it is the one scraped.
             async def refresh() -> None:
-                self._set_gauges(workers, runtime.model)
+                self._set_gauges(workers, runtime)
 
             stack.push_async_callback(repeating(refresh, GAUGE_REFRESH, "live gauges").stop)
         if settings.conversation_ttl > 0:
@@ -241,7 +251,8 @@ class Gateway:
                               min(3600.0, max(10.0, ttl / 10)), "idle sweep")
             stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
-                     approvals, channels, workers, inbox, bus, workflow_store, budget)
+                     approvals, channels, workers, inbox, console, bus, workflow_store,
+                     budget)
 
     @property
     def stopping(self) -> bool:
@@ -277,17 +288,20 @@ class Gateway:
             return "not configured (set LLM_PROVIDER, LLM_MODEL_NAME, LLM_API_KEY)"
         return self._parts.runtime.model.name if self._parts else "configured"
 
-    def _set_gauges(self, workers: WorkerPool, model: ModelAdapter) -> None:
-        """This process's conversations and waiting model calls, as they are now."""
+    def _set_gauges(self, workers: WorkerPool, runtime: Runtime) -> None:
+        """This process's conversations and model calls (under way, waiting) now."""
         self.metrics.active_tasks.set(workers.active)
-        self.metrics.model_waiting.set(model.calls_waiting)
+        self.metrics.model_waiting.set(runtime.model.calls_waiting)
+        self.metrics.model_in_flight.set(runtime.loop.model_turn.in_flight)
 
     async def scrape(self) -> bytes:
         """The metrics exposition, with the gauges read now."""
-        if self._parts is not None:
-            self._set_gauges(self._parts.workers, self._parts.runtime.model)
+        parts = self._parts
+        if parts is not None:
+            self._set_gauges(parts.workers, parts.runtime)
             with contextlib.suppress(Exception):  # the store's own state shows in /readyz
-                self.metrics.waiting.set(await self._parts.queue.waiting())
+                self.metrics.waiting.set(await parts.queue.waiting())
+                self.metrics.sample(await parts.console.gauges(parts.bus))
         return self.metrics.exposition()
 
     async def ready(self) -> None:
@@ -364,3 +378,21 @@ async def _quietly(close: Any) -> None:
         await close()
     except Exception as exc:
         log.warning("while stopping: %s: %s", type(exc).__name__, exc)
+
+
+def _both(*listeners: Callable[[InboundMessage, Routed], None]
+          ) -> Callable[[InboundMessage, Routed], None]:
+    """One router callback telling each of ``listeners``."""
+    def told(msg: InboundMessage, routed: Routed) -> None:
+        for listener in listeners:
+            listener(msg, routed)
+
+    return told
+
+
+async def _figures(queue: WorkQueue, workers: WorkerPool, runtime: Runtime) -> dict[str, Any]:
+    """This process's figures for the console (and the queue's, sampled)."""
+    oldest = await queue.oldest()
+    return {"active": workers.active, "in_flight": runtime.loop.model_turn.in_flight,
+            "model_waiting": runtime.model.calls_waiting, "waiting": await queue.waiting(),
+            "oldest_seconds": max(0.0, time.time() - oldest[1]) if oldest else 0.0}

@@ -132,6 +132,10 @@ class GatewaySettings(HubSettings):
         default_factory=dict, description="tool name (or *) -> who may approve")
     hermes_approval_ttl: float = Field(900.0, gt=0)
     hermes_audit_file: Path | None = None
+    hermes_trace_url: str | None = Field(
+        None, pattern=r"^https?://[^\s]*\{trace_id\}[^\s]*$",
+        description="a tracing UI's link to one trace, with {trace_id} where its id goes "
+                    "(the console links each task to its trace)")
 
     # --- files people send ---------------------------------------------------------------
     hermes_max_file_mb: float = Field(

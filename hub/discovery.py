@@ -59,6 +59,8 @@ class Candidate:
     version: str
     #: What its copies offer (the union of their heartbeats').
     capabilities: tuple[str, ...] = ()
+    #: Seconds since the freshest of its copies' heartbeats came.
+    heartbeat_age: float = 0.0
 
 
 class Heartbeats:
@@ -173,16 +175,20 @@ class Discovery:
 
     def live(self, intent: str | None = None) -> list[Candidate]:
         """Live agents (with ``intent`` among their capabilities), least loaded first."""
-        cutoff = self.clock() - self.interval * MISSED
+        now = self.clock()
+        cutoff = now - self.interval * MISSED
         agents: dict[str, list[Heartbeat]] = {}
+        latest: dict[str, float] = {}
         for (agent_id, _), (beat, seen) in list(self.copies.items()):
             if seen < cutoff:
                 continue
             if intent is None or intent in beat.capabilities:
                 agents.setdefault(agent_id, []).append(beat)
+                latest[agent_id] = max(latest.get(agent_id, seen), seen)
         found = [Candidate(agent_id, sum(b.load_percent for b in beats) / len(beats),
                            len(beats), max(b.version for b in beats),
-                           tuple(sorted({c for b in beats for c in b.capabilities})))
+                           tuple(sorted({c for b in beats for c in b.capabilities})),
+                           round(max(0.0, now - latest[agent_id]), 3))
                  for agent_id, beats in agents.items()]
         return sorted(found, key=lambda c: (c.load_percent, c.agent_id))
 
@@ -193,7 +199,10 @@ async def discover(bus: Bus, intent: str, *, wait: float = 2.0) -> list[Candidat
     reply = await bus.nc.request(DISCOVERY, json.dumps({"intent": intent}).encode(),
                                  timeout=wait)
     data = json.loads(reply.data)
-    return [Candidate(**{**agent, "capabilities": tuple(agent.get("capabilities", ()))})
+    # Fields a discovery service of another version adds are left out, not a TypeError.
+    fields = {f.name for f in dataclasses.fields(Candidate)}
+    return [Candidate(**{**{k: v for k, v in agent.items() if k in fields},
+                         "capabilities": tuple(agent.get("capabilities", ()))})
             for agent in data.get("agents", [])]
 
 

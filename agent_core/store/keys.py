@@ -7,9 +7,9 @@ characters.
 
 ``Keys(prefix)`` builds the store's own keys (conversations, tasks) and, through its
 sections, those of the gateway's parts: ``.queue`` (the work queue), ``.approvals``,
-``.schedules``, ``.budgets`` (one Cluster slot for all: see ``BudgetKeys``), plus the
-dedupe markers, rate-limit counters, dead letters, audit stream and leader leases. No
-other module writes a key's name.
+``.schedules``, ``.budgets`` (one Cluster slot for all: see ``BudgetKeys``), ``.console``
+(what the operator's console reads), plus the dedupe markers, rate-limit counters, dead
+letters, audit stream and leader leases. No other module writes a key's name.
 """
 
 from __future__ import annotations
@@ -84,6 +84,11 @@ class ApprovalKeys:
         """ZSET: pending approval id -> when it expires."""
         return f"{self.prefix}:approvals:expiry"
 
+    def recent(self) -> str:
+        """ZSET: approval id -> when it was asked (pending and decided ones, for the
+        console's list; trimmed past the task retention)."""
+        return f"{self.prefix}:approvals:recent"
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduleKeys:
@@ -124,6 +129,45 @@ class BudgetKeys:
         return f"{self.prefix}:budget:{{budget}}:r:{rule}:{window}:{subject}"
 
 
+@dataclass(frozen=True, slots=True)
+class ConsoleKeys:
+    """What the operator's console reads (``gateway.activity`` writes it): the live feed,
+    an index of recent and open tasks, who spoke in which conversation, per-minute and
+    per-day figures, and the serving processes. One hash tag: one slot."""
+
+    prefix: str
+
+    def feed(self) -> str:
+        """STREAM of what happened (tasks changing state, audit entries, dead letters):
+        the console's live event stream."""
+        return f"{self.prefix}:{{console}}:feed"
+
+    def tasks(self) -> str:
+        """ZSET: task id -> when it last changed (the last day's)."""
+        return f"{self.prefix}:{{console}}:tasks"
+
+    def open(self) -> str:
+        """SET of the task ids queued, running or waiting for a person."""
+        return f"{self.prefix}:{{console}}:open"
+
+    def people(self) -> str:
+        """ZSET: JSON [user, conversation id] -> when that user last spoke there."""
+        return f"{self.prefix}:{{console}}:people"
+
+    def minute(self, minute: int) -> str:
+        """HASH of one minute's figures (tasks, model calls and seconds, errors, dead
+        letters, the queue), ``minute`` in minutes since 1970; expires after two hours."""
+        return f"{self.prefix}:{{console}}:minute:{minute}"
+
+    def usage(self, day: str) -> str:
+        """HASH of one UTC day's (YYYYMMDD) tokens by user, channel and model."""
+        return f"{self.prefix}:{{console}}:usage:{day}"
+
+    def processes(self) -> str:
+        """HASH: serving process -> its figures now (JSON, with when they were written)."""
+        return f"{self.prefix}:{{console}}:processes"
+
+
 class Keys:
     """Key builder for one deployment's prefix."""
 
@@ -156,6 +200,11 @@ class Keys:
     def rate(self, who: str, window: int) -> str:
         """STRING counter of one sender's messages in one rate-limit window."""
         return f"{self.prefix}:rate:{who}:{window}"
+
+    @cached_property
+    def console(self) -> ConsoleKeys:
+        """The operator's console's keys."""
+        return ConsoleKeys(self.prefix)
 
     def dedupe(self, key: str) -> str:
         """STRING marker of a delivery already seen (a platform's retry is handled once)."""

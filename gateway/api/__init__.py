@@ -9,8 +9,11 @@ from . import (
     a2a,
     approvals,
     audit,
+    console,
     conversations,
+    deadletters,
     files,
+    hub,
     schedules,
     service,
     tasks,
@@ -25,5 +28,5 @@ __all__ = ["GATEWAY", "GUARD", "parse", "setup"]
 def setup(app: web.Application) -> None:
     """Register every API route."""
     for resource in (tasks, conversations, files, approvals, audit, usage, schedules,
-                     workflows, a2a, service):
+                     workflows, a2a, service, console, deadletters, hub):
         resource.setup(app)

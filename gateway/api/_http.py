@@ -72,6 +72,15 @@ def bad(status: int, reason: str) -> web.HTTPException:
     return cls(text=json.dumps({"error": reason}), content_type="application/json")
 
 
+def only(request: web.Request, *names: str) -> None:
+    """400 naming a query parameter the route does not take (a misspelt filter would
+    otherwise be ignored, and the answer look filtered)."""
+    unknown = sorted(set(request.query) - set(names))
+    if unknown:
+        raise bad(400, f"unknown query parameter {unknown[0][:50]!r}; this route takes "
+                       + (", ".join(names) if names else "none"))
+
+
 def number(request: web.Request, name: str, *, low: float, high: float,
            default: float | None = None, integer: bool = False) -> float | None:
     """Query parameter ``name`` as a finite number in [low, high], ``default`` when absent;
@@ -143,3 +152,10 @@ def visible(caller: Caller, conversation_id: str, what: str) -> None:
     task exists is not the caller's to learn)."""
     if not caller.may_see(conversation_id):
         raise bad(404, f"no {what}")
+
+
+async def audited(request: web.Request, caller: Caller, entry: dict[str, Any]) -> None:
+    """Record an action of ``caller`` in the audit log, with who did it: its identity
+    (``actor``) and the principal its key proves."""
+    await request.app[GATEWAY].parts.audit.record(
+        {**entry, "actor": caller.identity, "principal": caller.principal.name})

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from adapters.arguments import display_json
 
 from ..approvals import Decision
-from ._http import GATEWAY, bad, caller_of, parse
+from ..openapi import MAX_APPROVALS
+from ._http import GATEWAY, Caller, bad, caller_of, number, only, parse
 
 
 class ApprovalRequest(BaseModel):
@@ -56,21 +57,48 @@ def _decision_response(decision: Decision, **extra: Any) -> web.Response:
 async def get_approval(request: web.Request) -> web.Response:
     """A pending or decided approval."""
     gateway = request.app[GATEWAY]
-    approvals = gateway.parts.approvals
-    record = await approvals.get(request.match_info["approval_id"])
+    record = await gateway.parts.approvals.get(request.match_info["approval_id"])
     caller = caller_of(request)
-    # The asking conversation's own callers, an admin, or whoever may decide it.
-    if record is None or not (caller.may_see(record["conversation_id"]) or approvals.may_decide(
-            record, caller.identity, approved=True, role=caller.role)):
+    if record is None or not _may_read(request, caller, record):
         raise bad(404, "no such approval")
+    return web.json_response(_view(record))
+
+
+def _may_read(request: web.Request, caller: Caller, record: dict[str, str]) -> bool:
+    """The asking conversation's own callers, an admin, or whoever may decide it."""
+    approvals = request.app[GATEWAY].parts.approvals
+    return caller.may_see(record["conversation_id"]) or approvals.may_decide(
+        record, caller.identity, approved=True, role=caller.role)
+
+
+def _view(record: dict[str, str]) -> dict[str, Any]:
     keep = ("id", "status", "task_id", "conversation_id", "tool", "reason", "requester",
-            "created_at", "expires_at", "decided_by", "decided_at", "note")
+            "requester_name", "channel", "created_at", "expires_at", "decided_by",
+            "decided_at", "note")
     view: dict[str, Any] = {k: record.get(k) for k in keep}
+    for moment in ("created_at", "expires_at", "decided_at"):
+        view[moment] = float(view[moment]) if view[moment] else None
     # What the tool runs (or ran) with; an approver's edit replaced the model's proposal.
     view["arguments"] = json.loads(record["arguments"])
     proposed = record.get("proposed_arguments")
     view["proposed_arguments"] = json.loads(proposed) if proposed else None
-    return web.json_response(view)
+    return view
+
+
+async def list_approvals(request: web.Request) -> web.Response:
+    """The approvals asked lately, newest first (``status``: pending, decided or all),
+    those the caller may read: an admin's all."""
+    caller = caller_of(request)
+    only(request, "status", "limit")
+    status = request.query.get("status", "all")
+    if status not in ("pending", "decided", "all"):
+        raise bad(400, "status must be pending, decided or all")
+    limit = int(number(request, "limit", low=1, high=MAX_APPROVALS, default=100,
+                       integer=True) or 100)
+    records = await request.app[GATEWAY].parts.approvals.listing(limit=MAX_APPROVALS)
+    shown = [_view(r) for r in records if _may_read(request, caller, r) and (
+        status == "all" or (r.get("status") == "pending") == (status == "pending"))]
+    return web.json_response({"approvals": shown[:limit]})
 
 
 async def webhook_approval(request: web.Request) -> web.Response:
@@ -129,6 +157,7 @@ def _confirm_page(record: dict[str, Any], decision: str) -> web.Response:
 
 def setup(app: web.Application) -> None:
     """Register the approval routes."""
+    app.router.add_get("/agent/approvals", list_approvals)
     app.router.add_post("/agent/approvals/{approval_id}", decide_approval)
     app.router.add_get("/agent/approvals/{approval_id}", get_approval)
     app.router.add_route("*", "/webhook/{source}/approvals/{approval_id}/{decision}",

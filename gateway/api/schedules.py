@@ -8,8 +8,10 @@ import json
 from aiohttp import web
 from pydantic import ValidationError
 
+from agent_core import TaskState
+
 from ..scheduler import Job, Scheduler
-from ._http import GATEWAY, Caller, bad, caller_of, invalid, json_body
+from ._http import GATEWAY, Caller, audited, bad, caller_of, invalid, json_body
 
 
 def _scheduler(request: web.Request) -> tuple[Scheduler, Caller]:
@@ -63,7 +65,16 @@ async def list_schedules(request: web.Request) -> web.Response:
     scheduler, caller = _scheduler(request)
     jobs = [j for j in await scheduler.jobs()
             if caller.admin or caller.identity in (j.run_as, j.owner)]
-    return web.json_response({"jobs": [j.model_dump(mode="json") for j in jobs]})
+    store = request.app[GATEWAY].parts.opened.store
+    last = [str((j.last_run or {}).get("task_id") or "") for j in jobs]
+    raws = await store.redis.mget([store.keys.task(t) for t in last]) if jobs else []
+    views = []
+    for job, task_id, raw in zip(jobs, last, raws, strict=True):
+        # How its last run went (its task's status; None once the task is forgotten).
+        state = TaskState.model_validate_json(raw) if task_id and raw else None
+        views.append({**job.model_dump(mode="json"),
+                      "last_outcome": state.status if state else None})
+    return web.json_response({"jobs": views})
 
 
 async def create_schedule(request: web.Request) -> web.Response:
@@ -73,6 +84,7 @@ async def create_schedule(request: web.Request) -> web.Response:
     if await scheduler.get(job.id) is not None:
         raise bad(409, f"a schedule {job.id!r} exists; PUT replaces it")
     job = await scheduler.save(job)
+    await _audit(request, caller, "create", job.id)
     return web.json_response(job.model_dump(mode="json"), status=201)
 
 
@@ -91,6 +103,7 @@ async def replace_schedule(request: web.Request) -> web.Response:
     if existing is not None:
         _owned(caller, existing)
     job = await scheduler.save(await _job_body(request, caller, job_id))
+    await _audit(request, caller, "replace" if existing is not None else "create", job_id)
     return web.json_response(job.model_dump(mode="json"))
 
 
@@ -101,6 +114,7 @@ async def delete_schedule(request: web.Request) -> web.Response:
     _owned(caller, await scheduler.get(job_id))
     if not await scheduler.delete(job_id):
         raise bad(404, "no such schedule")
+    await _audit(request, caller, "delete", job_id)
     return web.json_response({"deleted": job_id})
 
 
@@ -115,12 +129,20 @@ async def schedule_action(request: web.Request) -> web.Response:
         job = await scheduler.set_paused(job_id, action == "pause")
         if job is None:
             raise bad(404, "no such schedule")
+        await _audit(request, caller, action, job_id)
         return web.json_response(job.model_dump(mode="json"))
     task_id = await scheduler.run_now(job_id)
     if task_id is None:
         raise bad(404, "no such schedule")
+    await _audit(request, caller, "run", job_id, task_id=task_id)
     return web.json_response({"task_id": task_id, "status_url":
                               f"/agent/tasks/{task_id}"}, status=202)
+
+
+async def _audit(request: web.Request, caller: Caller, action: str, job_id: str,
+                 **more: str) -> None:
+    await audited(request, caller, {"type": "schedule", "action": action, "job_id": job_id,
+                                    "outcome": "done", **more})
 
 
 def setup(app: web.Application) -> None:

@@ -20,7 +20,7 @@ from agent_core.tools.sandbox import sandbox_dir
 
 from ..openapi import ATTACHMENT_NAME, BASE64
 from ..service import Gateway
-from ._http import GATEWAY, LOCAL_ID, bad, body_within, caller_of, invalid, visible
+from ._http import GATEWAY, LOCAL_ID, audited, bad, body_within, caller_of, invalid, visible
 from .uploads import Limits, Upload, decoded, multipart, stashed
 
 
@@ -229,13 +229,17 @@ async def cancel_task(request: web.Request) -> web.Response:
     """Stop a running task, or drop a queued one."""
     gateway = request.app[GATEWAY]
     state = await own_task(request)
+    entry = {"type": "task_cancel", "task_id": state.task_id,
+             "conversation_id": state.conversation_id}
     if state.status == "queued":
         state.status, state.result_text = "cancelled", "Cancelled before it started."
         await gateway.parts.opened.store.save_task(state)
+        await audited(request, caller_of(request), {**entry, "outcome": "cancelled"})
         return web.json_response({"task_id": state.task_id, "status": "cancelled"})
     if state.status != "running":
         raise bad(409, f"task is {state.status}, not running")
     await gateway.parts.queue.signal(state.conversation_id, "stop", state.task_id)
+    await audited(request, caller_of(request), {**entry, "outcome": "stopping"})
     return web.json_response({"task_id": state.task_id, "status": "stopping"}, status=202)
 
 

@@ -117,6 +117,10 @@ class Run(BaseModel):
                  "agent": self.steps[step.id].agent,
                  "error_code": self.steps[step.id].error_code,
                  "follow_ups": max(0, len(self.steps[step.id].sent) - 1),
+                 # The steps it waits for (the graph's edges) and when it ran.
+                 "needs": sorted(self.definition.needs(step)),
+                 "started_at": self.steps[step.id].started_at,
+                 "finished_at": self.steps[step.id].finished_at,
                  **({"reason": self.steps[step.id].reason} if self.steps[step.id].reason
                     else {})}
                 for step in self.definition.steps]

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
-from tests.integration.conftest import (
+from tests.integration.conftest import (  # noqa: F401 - the fixtures
     GatewayFactory,
     Harness,
-    make_gateway,  # noqa: F401 - the gateway fixture
+    callback_server,
+    make_gateway,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,72 @@ class Chat:
         return self.page.locator(f"#log .msg.{kind}")
 
 
+@dataclass
+class Console:
+    """The console of a running gateway in a page, and what the browser logged."""
+
+    page: Page
+    harness: Harness
+    url: str
+    errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    async def open(self, hash_path: str, page: str | None = None) -> None:
+        """Show ``#/<hash_path>`` and wait until it has rendered (``page``: the name it
+        renders as, the path's first part by default)."""
+        name = page or hash_path.split("/", maxsplit=1)[0].split("?", maxsplit=1)[0]
+        await self.page.evaluate("document.documentElement.dataset.ready = 'false'")
+        await self.page.evaluate(
+            "(h) => { if (location.hash === h) window.HermesConsole.render(); "
+            "else location.hash = h; }", "#/" + hash_path)
+        await self.page.locator(f"html[data-ready=true][data-page={name}]").wait_for(
+            state="attached")
+
+
+@pytest.fixture
+async def console(request: pytest.FixtureRequest, browser: Browser,
+                  make_gateway: GatewayFactory) -> AsyncIterator[Any]:  # noqa: F811
+    """``await console(harness=None, **gateway_settings)``: a gateway (or ``harness``'s)
+    and a page showing its console; ``ready`` waits for the overview (or names another
+    page the console opens on, e.g. "signin")."""
+    made: list[Console] = []
+
+    async def open_console(*, width: int = 1280, height: int = 900, harness: Harness | None = None,
+                           ready: str = "overview", **overrides: Any) -> Console:
+        h = harness or await make_gateway(**overrides)
+        context = await browser.new_context(viewport={"width": width, "height": height})
+        context.set_default_timeout(EXPECT_MS)
+        page = await context.new_page()
+        shown = Console(page, h, str(h.client.make_url("/console")))
+        page.on("console", lambda msg: shown.errors.append(msg.text) if msg.type == "error"
+                else None)
+        page.on("pageerror", lambda exc: shown.errors.append(f"page error: {exc}"))
+        page.on("request", lambda req: shown.requests.append(req.url))
+        made.append(shown)
+        await page.goto(shown.url)
+        await page.locator(f"html[data-ready=true][data-page={ready}]").wait_for(
+            state="attached")
+        return shown
+
+    yield open_console
+    await _finish(request, made)
+
+
+async def _finish(request: pytest.FixtureRequest, pages: list[Any]) -> None:
+    """Screenshots of a failed test's pages (of every test's with BROWSER_SCREENSHOTS=all);
+    the pages closed."""
+    report = getattr(request.node, "report_call", None)
+    keep = (report is not None and report.failed) or os.environ.get("BROWSER_SCREENSHOTS") == "all"
+    for i, c in enumerate(pages):
+        if keep:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+            path = SCREENSHOTS / f"{name}-{i}.png"
+            await c.page.screenshot(path=str(path), full_page=True)
+            print(f"screenshot of the page: {path}")
+        await c.page.context.close()
+
+
 @pytest.fixture
 async def chat(request: pytest.FixtureRequest, browser: Browser,
                make_gateway: GatewayFactory) -> AsyncIterator[Any]:  # noqa: F811
@@ -97,13 +164,4 @@ async def chat(request: pytest.FixtureRequest, browser: Browser,
         return chat
 
     yield open_chat
-    report = getattr(request.node, "report_call", None)
-    keep = (report is not None and report.failed) or os.environ.get("BROWSER_SCREENSHOTS") == "all"
-    for i, c in enumerate(made):
-        if keep:
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
-            path = SCREENSHOTS / f"{name}-{i}.png"
-            await c.page.screenshot(path=str(path), full_page=True)
-            print(f"screenshot of the page: {path}")
-        await c.page.context.close()
+    await _finish(request, made)

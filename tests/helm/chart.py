@@ -21,7 +21,7 @@ EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
 #: Variants: the defaults (plus the one required value) and every documented example.
 VARIANTS = {"defaults": IMAGE, **{p.stem: ["-f", str(p)] for p in EXAMPLES}}
 #: Kinds of the Prometheus Operator, not in the Kubernetes schemas: checked by hand below.
-CUSTOM_KINDS = {"ServiceMonitor"}
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
 def run_helm(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

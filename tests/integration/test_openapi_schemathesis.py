@@ -30,7 +30,9 @@ from tests.conftest import NatsServer
 API_KEY = "hermes-schemathesis-key-0123456789"
 EXAMPLES = int(os.environ.get("HERMES_SCHEMATHESIS_EXAMPLES", "12"))
 
-schema = schemathesis.openapi.from_dict(spec())
+#: The console's event stream never ends (it follows every replica from now on): a call
+#: would only time out. tests/integration/test_console_api.py and the browser tests read it.
+schema = schemathesis.openapi.from_dict(spec()).exclude(path="/agent/console/events")
 
 
 class LiveGateway:
@@ -121,5 +123,10 @@ def test_every_operation_keeps_its_contract(case: Any, live: LiveGateway) -> Non
     if case.path == "/agent/workflows" and case.method == "POST":
         # So are a JSONPath query's, a condition's, the steps' graph and the live agents.
         excluded.append(positive_data_acceptance)
+    if any(v is None or v == [] for v in (case.query or {}).values()):
+        # A query parameter generated as null or as an empty list is not sent at all: the
+        # request that goes out may be a valid one (an unknown parameter that is sent is
+        # refused, 400 naming it).
+        excluded.append(negative_data_rejection)
     case.call_and_validate(base_url=live.url, headers={"Authorization": f"Bearer {API_KEY}"},
                            excluded_checks=excluded, timeout=30)
