@@ -142,6 +142,10 @@ class Message:
     ts: float = field(default_factory=time.time)
     #: Files the person sent with this message.
     parts: list[Part] = field(default_factory=list)
+    #: Set by the context window only: the window holds a stub or a head-and-tail cut of
+    #: this message, whose full text is in the archive. Never inferred from the content,
+    #: which the person or a tool chose.
+    abridged: bool = False
 
     @property
     def text(self) -> str:
@@ -168,6 +172,8 @@ class Message:
                 data[key] = value
         if self.parts:
             data["parts"] = [p.to_dict() for p in self.parts]
+        if self.abridged:
+            data["abridged"] = True
         return data
 
     @classmethod

@@ -12,7 +12,10 @@ Rules, in the order they act when the window is over its message count or token 
 4. If protected messages alone are still over budget, the largest is cut to its head and tail
    (its full text is archived).
 
-Everything that leaves is archived, never deleted.
+Everything that leaves is archived, never deleted. A stub or a cut is marked ``abridged``
+(the mark, not the text, says its original is archived: a person or a tool may write
+anything, including text that looks like a stub), so it is never archived in its
+original's place.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ class Eviction:
 
 
 def is_stub(message: Message) -> bool:
-    """Whether a message is a stub left behind by eviction."""
-    return message.content.startswith(STUB_PREFIX)
+    """Whether a message is a stub left behind by eviction (not merely text like one)."""
+    return message.abridged and message.content.startswith(STUB_PREFIX)
 
 
 def protected_ids(messages: list[Message], *, task_id: str | None,
@@ -95,7 +98,7 @@ def fit(messages: list[Message], policy: WindowPolicy, counter: TokenCounter, *,
 
     def to_archive(m: Message) -> None:
         # A stub or a cut message is never archived: its original already was.
-        if m.id not in archived_ids and not is_stub(m):
+        if m.id not in archived_ids and not m.abridged:
             archived_ids.add(m.id)
             archive.append(m)
 
@@ -111,7 +114,7 @@ def fit(messages: list[Message], policy: WindowPolicy, counter: TokenCounter, *,
                 continue
             stub_text = (f"{STUB_PREFIX} output of {m.name or 'a tool'} from round {m.round}, "
                          f"{m.tokens} tokens; use the recall tool to search it]")
-            stub = replace(m, content=stub_text,
+            stub = replace(m, content=stub_text, abridged=True,
                            tokens=MESSAGE_OVERHEAD + counter.count(stub_text))
             if stub.tokens >= m.tokens:
                 continue
@@ -143,7 +146,8 @@ def fit(messages: list[Message], policy: WindowPolicy, counter: TokenCounter, *,
         target = max(_MIN_TRUNCATED_TOKENS, m.tokens - (tokens - policy.budget_tokens))
         # A message with files is cut as the text the model reads of it (its images go).
         cut = _head_tail(m.text, target, counter)
-        new = replace(m, content=cut, parts=[], tokens=MESSAGE_OVERHEAD + counter.count(cut))
+        new = replace(m, content=cut, parts=[], abridged=True,
+                      tokens=MESSAGE_OVERHEAD + counter.count(cut))
         if new.tokens >= m.tokens:
             break
         to_archive(m)

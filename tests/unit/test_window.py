@@ -33,8 +33,10 @@ def conversations(draw: st.DrawFn) -> list[Message]:
                           task_id=task, round=r))
         kind = draw(st.sampled_from(["user", "tools", "answer"]))
         if kind == "user":
-            out.append(_m(role="user", kind="user", content=draw(st.text(max_size=300)),
-                          task_id=task, round=r))
+            # Sometimes text that reads like an eviction stub: a person may write anything.
+            text = st.text(max_size=300) | st.text(max_size=40).map("[archived: ".__add__)
+            out.append(_m(role="user", kind="user", content=draw(text), task_id=task,
+                          round=r))
         elif kind == "answer":
             out.append(_m(role="assistant", kind="answer", content="answer " * draw(
                 st.integers(1, 60)), task_id=task, round=r))
@@ -165,3 +167,59 @@ def test_current_task_errors_and_instruction_outlive_older_messages() -> None:
     assert "result 1" in contents, "the task's tool error stays"
     assert "result 9" in contents and "result 8" in contents, "the last two rounds stay"
     assert "result 2" not in contents
+
+
+def test_a_message_that_reads_like_a_stub_is_archived_when_it_leaves() -> None:
+    # The property test's shrunk counterexample: stubs were recognised by their text, so a
+    # person's message starting with "[archived:" left the window and was never archived.
+    look_alike = _m(role="user", kind="user", content="[archived:", task_id=TASK)
+    call = ToolCall("c1-0", "t", {"i": 0})
+    messages = [
+        _m(role="user", kind="instruction", content="the instruction " * 5, task_id=TASK),
+        look_alike,
+        _m(role="assistant", kind="decision", tool_calls=[call], task_id=TASK, round=1),
+        _m(role="tool", kind="observation", tool_call_id=call.id, name="t",
+           content="row, 12.5, ok\n", task_id=TASK, round=1),
+        _m(role="user", kind="user", content="", task_id=TASK, round=2),
+    ]
+    result = fit(messages, WindowPolicy(max_messages=4, budget_tokens=600), COUNTER,
+                 task_id=TASK)
+    assert look_alike.id not in {m.id for m in result.keep}
+    assert result.archive == [look_alike]
+    # A tool's output that reads like a stub is stubbed (and archived) like any other.
+    obs = _m(role="tool", kind="observation", tool_call_id="c9", name="t",
+             content="[archived: " + "fetched page " * 300, task_id="old")
+    window = [_m(role="assistant", kind="decision", tool_calls=[ToolCall("c9", "t", {})],
+                 task_id="old"), obs, *messages[:1], *messages[2:]]
+    result = fit(window, WindowPolicy(max_messages=20, budget_tokens=200), COUNTER,
+                 task_id=TASK)
+    assert is_stub(result.keep[1]) and result.archive == [obs]
+
+
+def test_a_stub_or_cut_from_an_earlier_fit_is_never_archived_in_its_original_s_place(
+        ) -> None:
+    ok, bad = ToolCall("ok", "t", {}), ToolCall("bad", "t", {})
+    instruction = _m(role="user", kind="instruction", content="long ask " * 300,
+                     task_id=TASK)
+    observation = _m(role="tool", kind="observation", tool_call_id="ok", name="t",
+                     content="big output " * 300, task_id=TASK)
+    error = _m(role="tool", kind="error", tool_call_id="bad", name="t", content="boom",
+               task_id=TASK)
+    messages = [instruction,
+                _m(role="assistant", kind="decision", tool_calls=[ok, bad], task_id=TASK),
+                observation, error,
+                *[_m(role="assistant", kind="answer", content=c, task_id=TASK) for c in "ab"]]
+    first = fit(messages, WindowPolicy(max_messages=20, budget_tokens=300), COUNTER,
+                task_id=TASK)
+    assert first.keep[0].abridged and first.keep[0].content != instruction.content
+    assert is_stub(first.keep[2])
+    assert first.archive == [observation, instruction]
+    # The window is stored and read back (the mark survives), then fitted for the next
+    # task: the cut instruction and the tool-call turn with the stub leave; only the
+    # untouched call turn and error are archived, never a stub or a cut in an original's
+    # place.
+    stored = [Message.from_dict(m.to_dict()) for m in first.keep]
+    second = fit(stored, WindowPolicy(max_messages=3, budget_tokens=100), COUNTER,
+                 task_id="next-task")
+    assert [m.content for m in second.keep] == ["a", "b"]
+    assert second.archive == [messages[1], error]
