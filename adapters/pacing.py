@@ -37,3 +37,13 @@ class Pacer:
     def hold(self, key: str, seconds: float) -> None:
         """The platform said 429: nothing for ``key`` until ``seconds`` from now."""
         self._next[key] = max(self._next.get(key, 0.0), self._clock() + seconds)
+
+    def try_take(self, limits: dict[str, float]) -> bool:
+        """Book the next slot of each key if every one of them is free now (False, and
+        nothing booked, if one is not): for updates that are dropped rather than delayed."""
+        now = self._clock()
+        if any(self._next.get(k, 0.0) > now for k in limits):
+            return False
+        for key, interval in limits.items():
+            self._next[key] = now + interval
+        return True

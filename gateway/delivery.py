@@ -1,5 +1,16 @@
 """Delivering replies: retried with backoff through platform outages, never dropped
-silently; what cannot be delivered goes to a dead-letter list with the reason."""
+silently, never shown twice; what cannot be delivered goes to a dead-letter list with the
+reason.
+
+A chat platform's reply (``LiveChannel``) is posted part by part, each part tagged with its
+delivery (``Tag``). Posting is the one step that is not idempotent: after a request whose
+answer was lost (``DeliveryError.applied == "maybe"``) the part is looked for by its tag
+before it is posted again, and where the platform cannot tell (Telegram), the second copy
+says that it may repeat an earlier message. A ``Posting`` holds what was posted and the
+part whose outcome is unknown; a live reply keeps it in the store (``gateway/live.py``), so
+a replica that takes the reply over goes on from there. Other channels (webhooks, the API)
+are sent whole, again on failure (their receivers dedupe by idempotency key).
+"""
 
 from __future__ import annotations
 
@@ -9,18 +20,21 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
 from adapters.base import Channel, OutboundMessage
 from adapters.errors import DeliveryError
+from adapters.live import LiveChannel, Tag
+from agent_core.ids import new_id
 from agent_core.store.keys import Keys
 
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +42,29 @@ class Sent:
     """A delivered reply and, when the channel says, where it was posted."""
 
     ref: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Posting:
+    """The parts of one reply posted so far (part -> ref), and the part whose post was
+    sent but not answered (``unsure``); ``save`` keeps it (a live reply's record)."""
+
+    delivery: str = field(default_factory=new_id)
+    parts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    unsure: int | None = None
+    save: Callable[[], Awaitable[None]] | None = None
+
+    async def saved(self) -> None:
+        if self.save is not None:
+            await self.save()
+
+
+class GaveUp(Exception):
+    """A step failed for good (dead-lettered, or not retryable); ``error`` says why."""
+
+    def __init__(self, error: DeliveryError | None, reason: str) -> None:
+        super().__init__(reason)
+        self.error = error
 
 
 class Deliverer:
@@ -47,35 +84,122 @@ class Deliverer:
         #: Told the channel and result of each attempt (sent, failed) and give-up (dead).
         self.counted = counted
 
-    async def deliver(self, message: OutboundMessage) -> Sent | None:
+    async def deliver(self, message: OutboundMessage, posting: Posting | None = None
+                      ) -> Sent | None:
         """Sent once delivered (with where, if the channel says); None if dead-lettered."""
         channel = self.channels.get(message.channel)
         if channel is None:
             await self._dead(message, f"channel {message.channel!r} is not enabled")
             return None
+        try:
+            if isinstance(channel, LiveChannel):
+                return Sent(await self.post_all(channel, message, posting or Posting()))
+            return Sent(await self.attempt(message, lambda: channel.send(message)))
+        except GaveUp as exc:
+            await self._dead(message, str(exc))
+            return None
+
+    async def attempt(self, message: OutboundMessage, step: Callable[[], Awaitable[T]], *,
+                      deadline: float | None = None) -> T:
+        """``step`` until it succeeds, retrying what is retryable with backoff (Retry-After
+        when given) for up to ``max_seconds``; GaveUp otherwise. For steps that may be
+        repeated (idempotent ones, or ones known not to have been carried out)."""
+        deadline = deadline or time.monotonic() + self.max_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                result = await step()
+                self._count(message.channel, "sent")
+                return result
+            except DeliveryError as exc:
+                self._count(message.channel, "failed")
+                if not exc.retryable or time.monotonic() >= deadline:
+                    raise GaveUp(exc, str(exc)) from exc
+                await self._backoff(message, exc, attempt, deadline)
+            except GaveUp:
+                raise
+            except Exception as exc:  # a bug in an adapter: dead-letter, never loop forever
+                log.exception("delivery through %s crashed", message.channel)
+                raise GaveUp(None, f"{type(exc).__name__}: {exc}") from exc
+
+    async def _backoff(self, message: OutboundMessage, exc: DeliveryError, attempt: int,
+                       deadline: float) -> None:
+        delay = exc.retry_after if exc.retry_after is not None else min(
+            60.0, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+        log.warning("delivery to %s failed (%s); retry %d in %.1fs", message.channel, exc,
+                    attempt, delay)
+        await self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
+
+    # --- posting exactly once ----------------------------------------------------------------
+    async def post_all(self, channel: LiveChannel, message: OutboundMessage,
+                       posting: Posting, *, start: int = 0) -> dict[str, Any] | None:
+        """Post the parts of ``message`` from ``start`` on that ``posting`` has not posted
+        yet; the last part's ref. A reply sent again after a restart (``replaces``) edits
+        the message it was posted in."""
+        count = len(channel.split(message))
+        before = message.edits(channel.ref_key)
+        if before is not None:
+            tag = Tag(posting.delivery, count - 1)
+            await self.attempt(message, lambda: channel.edit(before, message, count - 1,
+                                                             tag=tag))
+            return before
+        ref: dict[str, Any] | None = None
+        for part in range(start, count):
+            ref = posting.parts.get(part) or await self._post_one(channel, message, posting,
+                                                                  part)
+        return ref
+
+    async def _post_one(self, channel: LiveChannel, message: OutboundMessage,
+                        posting: Posting, part: int) -> dict[str, Any]:
+        tag = Tag(posting.delivery, part)
+        repeat = False
+        if posting.unsure == part:  # sent before, by us or a replica that died: was it?
+            found, repeat = await self.look(channel, message.reply_target, tag)
+            if found is not None:
+                return await self._posted(posting, part, found)
+        posting.unsure = part
+        await posting.saved()  # before the request: a replica that takes over knows
         deadline = time.monotonic() + self.max_seconds
         attempt = 0
         while True:
             attempt += 1
             try:
-                sent = Sent(await channel.send(message))
+                ref = await channel.post(message, part, tag=tag, repeat=repeat)
                 self._count(message.channel, "sent")
-                return sent
+                return await self._posted(posting, part, ref)
             except DeliveryError as exc:
                 self._count(message.channel, "failed")
+                if exc.applied == "maybe":
+                    found, cannot_tell = await self.look(channel, message.reply_target, tag)
+                    if found is not None:
+                        return await self._posted(posting, part, found)
+                    repeat = repeat or cannot_tell
                 if not exc.retryable or time.monotonic() >= deadline:
-                    await self._dead(message, str(exc))
-                    return None
-                delay = exc.retry_after if exc.retry_after is not None else min(
-                    60.0, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
-                log.warning("delivery to %s failed (%s); retry %d in %.1fs", message.channel,
-                            exc, attempt, delay)
-            except Exception as exc:  # a bug in an adapter: dead-letter, never loop forever
-                log.exception("delivery through %s crashed", message.channel)
-                await self._dead(message, f"{type(exc).__name__}: {exc}")
-                return None
-            await self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                    raise GaveUp(exc, str(exc)) from exc
+                await self._backoff(message, exc, attempt, deadline)
 
+    async def look(self, channel: LiveChannel, target: dict[str, Any], tag: Tag, *,
+                   known: list[dict[str, Any]] | None = None
+                   ) -> tuple[dict[str, Any] | None, bool]:
+        """(the ref of the message posted with ``tag``, or None; whether the platform could
+        not tell, so that a copy cannot be ruled out)."""
+        try:
+            return await channel.find(target, tag, known=known), False
+        except NotImplementedError:
+            return None, True
+        except DeliveryError as exc:  # no history scope, the API down: it cannot tell
+            log.info("could not look for %s part %d: %s", tag.delivery, tag.part, exc)
+            return None, True
+
+    @staticmethod
+    async def _posted(posting: Posting, part: int, ref: dict[str, Any]) -> dict[str, Any]:
+        posting.parts[part] = ref
+        posting.unsure = None
+        await posting.saved()
+        return ref
+
+    # --- where replies went -------------------------------------------------------------
     async def remember(self, task_id: str, ref: dict[str, Any] | None, *, ttl: float) -> None:
         """Keep where a task's reply was posted (best effort: a store outage loses it)."""
         if not ref:
@@ -93,6 +217,10 @@ class Deliverer:
     def _count(self, channel: str, result: str) -> None:
         if self.counted is not None:
             self.counted(channel, result)
+
+    async def dead(self, message: OutboundMessage, reason: str) -> None:
+        """Give up on ``message``: counted, logged and kept in the dead-letter list."""
+        await self._dead(message, reason)
 
     async def _dead(self, message: OutboundMessage, reason: str) -> None:
         self._count(message.channel, "dead")

@@ -1,4 +1,5 @@
-"""Button presses, decided once for every channel: approval decisions and ask_user choices.
+"""Button presses, decided once for every channel: approval decisions, ask_user choices,
+feedback on answers (``feedback.py``) and "run the edited message" (``edits.py``).
 
 The channels turn a press into an ``Interaction`` and render the ``InteractionReply``.
 Approval buttons carry only the approval id; who pressed is checked by ApprovalService. A
@@ -16,6 +17,8 @@ from adapters.base import InboundMessage, Interaction, InteractionReply
 from agent_core.store import ConversationStore
 
 from .approvals import ApprovalService
+from .edits import Edits
+from .feedback import Feedback
 from .router import Router
 
 log = logging.getLogger(__name__)
@@ -30,10 +33,13 @@ class Interactions:
     """Decides on the presses of the buttons the channels render (an ``Interact``)."""
 
     def __init__(self, *, approvals: ApprovalService, router: Router,
-                 store: ConversationStore) -> None:
+                 store: ConversationStore, feedback: Feedback | None = None,
+                 edits: Edits | None = None) -> None:
         self.approvals = approvals
         self.router = router
         self.store = store
+        self.feedback = feedback
+        self.edits = edits
 
     async def __call__(self, press: Interaction) -> InteractionReply:
         """One press (already acknowledged to the platform by its channel)."""
@@ -46,7 +52,11 @@ class Interactions:
                                         refused=decision.outcome != "decided")
             case "choice":
                 return await self._choose(press)
-            case "unknown":
+            case "feedback" if self.feedback is not None:
+                return await self.feedback(press)
+            case "rerun" if self.edits is not None:
+                return await self.edits.rerun(press)
+            case "feedback" | "rerun" | "unknown":
                 return InteractionReply(NOT_OURS, refused=True)
             case unknown:
                 assert_never(unknown)

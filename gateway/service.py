@@ -32,9 +32,13 @@ from .audit import AuditLog
 from .channels import Channels, build_channels, telegram_leadership
 from .commands import Commands
 from .delivery import Deliverer
+from .edits import Edits
 from .eventlog import EventLog
 from .execution import Execution
+from .feedback import Feedback
 from .interactions import Interactions
+from .live import LiveReplies
+from .live_record import ReplyBook
 from .metrics import Metrics
 from .outage import StoreOutage
 from .progress import ProgressRelay
@@ -169,18 +173,28 @@ class Gateway:
                         counted=self.metrics.routed)
         approvals = ApprovalService(store.redis, settings=settings, channels=named,
                                     router=router, audit=audit)
+        book = ReplyBook(store.redis, store.keys, ttl=settings.task_retention)
+        edits = Edits(redis=store.redis, prefix=settings.redis_prefix, queue=queue,
+                      store=store, deliverer=deliverer)
+        router.follow_edits(edits)
         channels = build_channels(
             settings, ingest=router.ingest,
-            interact=Interactions(approvals=approvals, router=router, store=store), into=named)
+            interact=Interactions(approvals=approvals, router=router, store=store,
+                                  feedback=Feedback(book=book, audit=audit,
+                                                    counted=self.metrics.rated),
+                                  edits=edits), into=named)
         for channel in list(channels.by_name.values()):
             await channel.start()
             stack.push_async_callback(_quietly, channel.stop)
 
         outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
+        live = LiveReplies(book=book, deliverer=deliverer)
+        runtime.bus.subscribe(live)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
-                          approvals=approvals, outage=outage)
+                          approvals=approvals, outage=outage, live=live)
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
                               replies=replies, settings=settings, model_ready=self.model_ready,
+                              live=live,
                               workflows=WorkflowTasks(
                                   workflow_store, store, runtime.bus,
                                   shutting_down=lambda: runtime.loop.shutting_down)

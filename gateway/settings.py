@@ -133,16 +133,31 @@ class GatewaySettings(HubSettings):
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
     slack_progress: Literal["message", "reaction", "off"] = "message"
+    slack_streaming: bool = Field(
+        True, description="show answers as they are written (chat.startStream in threads, "
+                          "a message edited in place elsewhere) and the assistant status")
+    slack_feedback: bool = Field(True, description="👍 / 👎 buttons under each answer")
+    slack_suggested_prompts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="prompts offered when an assistant thread "
+                                          "starts: 'title|message' each (or the message)")
+    slack_timeout: float = Field(30.0, ge=1, description="seconds per Web API request")
 
     # --- Telegram ----------------------------------------------------------------------
     telegram_bot_token: SecretStr | None = None
     telegram_webhook_secret: SecretStr | None = None
     telegram_api_url: str = "https://api.telegram.org"
     telegram_mode: Literal["auto", "webhook", "polling"] = "auto"
+    telegram_streaming: bool = Field(
+        True, description="show answers as they are written: a draft in private chats, "
+                          "one message edited in place in groups")
+    telegram_group_streaming: bool = Field(
+        True, description="in groups and topics, false: only the final message")
+    telegram_timeout: float = Field(5.0, gt=0, description="seconds to read a Bot API "
+                                                           "answer")
 
     @field_validator("hermes_allowed_users", "hermes_allowed_spaces", "hermes_allowed_rooms",
                      "hermes_webhook_callback_hosts", "hermes_allowed_hosts",
-                     "hermes_trusted_proxies", mode="before")
+                     "hermes_trusted_proxies", "slack_suggested_prompts", mode="before")
     @classmethod
     def _gateway_comma_list(cls, value: Any) -> Any:
         return comma_list(value)
@@ -190,6 +205,15 @@ class GatewaySettings(HubSettings):
     @classmethod
     def _slash(cls, value: str) -> str:
         return value if value.endswith("/") else value + "/"
+
+    def suggested_prompts(self) -> list[dict[str, str]]:
+        """SLACK_SUGGESTED_PROMPTS as Slack takes them: ``{title, message}`` each."""
+        prompts = []
+        for entry in self.slack_suggested_prompts:
+            title, _, message = entry.partition("|")
+            prompts.append({"title": title.strip()[:75],
+                            "message": (message or title).strip()})
+        return prompts
 
     @property
     def slack_enabled(self) -> bool:

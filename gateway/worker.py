@@ -230,13 +230,17 @@ class WorkerPool:
                                        "hermes.channel": item.inbound.channel,
                                        "hermes.conversation_id": item.inbound.conversation_id},
                               parent=parent, trace_id=item.task_id, kind="consumer") as span:
-                finished, result = await self._execute(head, still_ours)
-                if not finished:
-                    return  # another worker took the conversation over meanwhile
-                span.set_attribute("hermes.outcome", result.outcome if result else "skipped")
-                if result is not None:
-                    with tracing.span("deliver", {"hermes.channel": item.inbound.channel}):
-                        await self.replies.deliver(item, result)
+                try:
+                    finished, result = await self._execute(head, still_ours)
+                    if not finished:
+                        return  # another worker took the conversation over meanwhile
+                    span.set_attribute("hermes.outcome",
+                                       result.outcome if result else "skipped")
+                    if result is not None:
+                        with tracing.span("deliver", {"hermes.channel": item.inbound.channel}):
+                            await self.replies.deliver(item, result)
+                finally:
+                    self.replies.forget(item)
             # One line per task at INFO: traffic visible without debug logs (no text).
             log.info("task %s %s channel=%s conversation=%s seconds=%.2f", item.task_id,
                      result.outcome if result is not None else "skipped",
