@@ -30,7 +30,7 @@ def visible(h: Harness, thread: str, channel: str = "C9") -> list[Message]:
 
 def with_answer(h: Harness, thread: str, text: str = ANSWER) -> list[Message]:
     """The messages of the thread that show the answer (however rendered)."""
-    key = text.split("**")[0][:30]
+    key = text.split("**", maxsplit=1)[0][:30]
     return [m for m in visible(h, thread) if key in m.shown()]
 
 

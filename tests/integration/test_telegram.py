@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from adapters.telegram_out import WORKING
 from agent_core.models.replay import Reply
 from tests.integration.conftest import TELEGRAM_SECRET, GatewayFactory, Harness, answer_echo
-from adapters.telegram_out import WORKING
 from tests.standins.telegram_api import BOT_ID, BOT_USERNAME
 
 _ids = itertools.count(1000)

@@ -12,6 +12,7 @@ a call of a method in one of the ways a network fails:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -203,11 +204,8 @@ class SlackAPI:
         if kind == "timeout":
             self.attempts.append(Attempt(method, params, "timeout"))
             # Held until the client gives up (it closes the connection), never applied.
-            with_limit = asyncio.wait_for(self._held.wait(), 30)
-            try:
-                await with_limit
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._held.wait(), 30)
             return web.json_response({"ok": False, "error": "request_timeout"})
         if method in self.refused:
             self.attempts.append(Attempt(method, params, f"error:{self.refused[method]}"))
