@@ -148,7 +148,8 @@ function follow(taskId, status) {
   tasks.set(taskId, task); refresh();
   const on = (type, fn) => es.addEventListener(type, (e) => fn(JSON.parse(e.data).payload || {}));
   const undraft = () => { if (task.draft) { task.draft.remove(); task.draft = null; } };
-  on("AGENT_STARTED", () => setStatus(taskId, "running"));
+  // A resumed or recovered run writes its answer again from the start: so does its draft.
+  on("AGENT_STARTED", (p) => { if (p.resumed) undraft(); setStatus(taskId, "running"); });
   on("MODEL_DELTA", (p) => {
     if (!p.text) return;
     if (!task.draft) { task.draft = bubble("bot draft", ""); task.draft.dataset.text = ""; }
