@@ -30,6 +30,7 @@ from .access import AccessPolicy, Roles
 from .approvals import ApprovalService
 from .audit import AuditLog
 from .channels import Channels, build_channels, telegram_leadership
+from .collect import Collector
 from .commands import Commands
 from .delivery import Deliverer
 from .edits import Edits
@@ -199,8 +200,12 @@ class Gateway:
                                   workflow_store, store, runtime.bus,
                                   shutting_down=lambda: runtime.loop.shutting_down)
                               if workflow_store is not None else None)
+        collector = Collector(redis=store.redis, queue=queue, store=store,
+                              window_ms=settings.hermes_collect_window_ms) \
+            if settings.hermes_busy_mode == "collect" else None
         workers = WorkerPool(queue=queue, execution=execution, replies=replies,
-                             concurrency=settings.hermes_workers, outage=outage)
+                             concurrency=settings.hermes_workers, outage=outage,
+                             collector=collector)
         if isinstance(store.redis, MultiplexedRedis):
             log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
         await workers.start()

@@ -95,7 +95,10 @@ class GatewaySettings(HubSettings):
                                 "its user is told the answer is delayed")
     hermes_shutdown_grace: float = Field(
         20.0, ge=0, description="seconds running tasks get to finish when the gateway stops")
-    hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    hermes_busy_mode: Literal["queue", "interrupt", "steer", "collect"] = "queue"
+    hermes_collect_window_ms: int = Field(
+        1500, ge=0, le=60_000, description="collect mode: messages that arrive within this "
+                                           "of each other are one task")
     hermes_webhook_secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="signed webhook sources: {source: secret}")
     hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
