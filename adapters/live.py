@@ -67,6 +67,10 @@ class Display:
     steps: list[Step] = field(default_factory=list)
     steps_new: list[Step] = field(default_factory=list)
     line: str = ""
+    #: The agent's plan, in a line (empty: none), and whether it changed since the last
+    #: append.
+    plan: str = ""
+    plan_new: bool = False
 
 
 class LiveChannel(Channel):

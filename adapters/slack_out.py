@@ -71,6 +71,13 @@ def step_chunk(step: Step) -> dict[str, Any]:
             "status": step.status}
 
 
+def _plan_chunk(display: Display) -> list[dict[str, Any]]:
+    """The plan's title as a plan_update chunk, when it changed."""
+    if not display.plan_new or not display.plan:
+        return []
+    return [{"type": "plan_update", "title": display.plan[:256]}]
+
+
 class SlackOutbound:
     """The outbound half of ``SlackChannel``: its Web API calls, paced, failures sorted."""
 
@@ -180,12 +187,15 @@ class SlackOutbound:
                    tag: Tag) -> dict[str, Any] | None:
         channel = target["channel"]
         if mode == "stream":
-            chunks = [step_chunk(s) for s in display.steps]
+            chunks = _plan_chunk(display) + [step_chunk(s) for s in display.steps]
+            # A task that starts with steps shows them as a plan (all together); one that
+            # starts writing, as a timeline.
             response = await self._call(
                 "chat_startStream", {f"slack:{channel}": 1.0}, channel=channel,
                 thread_ts=target["thread_ts"], recipient_team_id=target.get("team"),
-                recipient_user_id=target.get("user"), markdown_text=display.text or None,
-                chunks=chunks or None)
+                recipient_user_id=target.get("user"), markdown_text=display.delta or None,
+                chunks=chunks or None,
+                task_display_mode="plan" if chunks and not display.delta else "timeline")
         else:
             response = await self._call(
                 "chat_postMessage", {f"slack:{channel}": 1.0}, channel=channel,
@@ -203,7 +213,7 @@ class SlackOutbound:
             raise DeliveryError("slack: held back by a rate limit", retryable=True,
                                 code="paced")
         if mode == "stream":
-            chunks = [step_chunk(s) for s in display.steps_new]
+            chunks = _plan_chunk(display) + [step_chunk(s) for s in display.steps_new]
             if not display.delta and not chunks:
                 return
             await self._call("chat_appendStream", {key: 0.0}, channel=ref["channel"],

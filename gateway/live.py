@@ -209,6 +209,9 @@ class LiveReply(ReplyEnd):
                 self.display.text += str(p["text"])
                 if not self.frozen:
                     self.pending += str(p["text"])
+            case EventType.PLAN_UPDATED if p.get("plan"):
+                self.display.plan = str(p["plan"]).strip().splitlines()[0][:256]
+                self.display.plan_new = True
             case EventType.TOOL_STARTED | EventType.TOOL_FINISHED | EventType.TOOL_ERROR:
                 call = str(p.get("call_id") or p.get("tool"))
                 done: StepStatus = "in_progress" if event.type == EventType.TOOL_STARTED \
@@ -266,7 +269,7 @@ class LiveReply(ReplyEnd):
         if record.mode == "final" or record.phase != "live":
             return
         delta, steps = self.pending, list(self.changed.values())
-        if record.mode == "stream" and not delta and not steps:
+        if record.mode == "stream" and not delta and not steps and not self.display.plan_new:
             return
         self.display.delta, self.display.steps = delta, list(self.steps.values())
         self.display.steps_new = steps
@@ -289,6 +292,7 @@ class LiveReply(ReplyEnd):
         self._sent(delta, steps)
 
     def _sent(self, delta: str, steps: list[Step]) -> None:
+        self.display.plan_new = False
         self.streamed += delta
         self.pending = self.pending[len(delta):]
         for step in steps:

@@ -75,6 +75,7 @@ async def test_a_mention_is_streamed_into_its_thread_with_its_tool_steps(
     [start] = h.slack.of("chat.startStream")
     assert start["thread_ts"] == event["ts"] and start["channel"] == "C9"
     assert (start["recipient_team_id"], start["recipient_user_id"]) == ("T1", "U1")
+    assert start["task_display_mode"] == "plan", "it began with a step: shown as a plan"
     [message] = h.slack.thread("C9", event["ts"])
     assert not message.streaming and message.ts == start["ts"]
     assert message.text == "**Sales doubled.** See [the report](https://example.com/r)."
