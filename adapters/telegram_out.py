@@ -36,8 +36,6 @@ SPLIT_AT = 4000  # leaves room for what HTML escaping and tags add
 TYPING_EVERY = 4.0
 WORKING = "⏳ Working on it…"
 REPEATED = "_(This may repeat an earlier message.)_"
-#: A draft lives 30 s on the person's screen: shown again before then while a tool runs.
-DRAFT_KEEPALIVE = 20.0
 
 _SAFE: frozenset[Primitive] = frozenset({"edit", "append", "status", "discard"})
 IDEMPOTENT: dict[LiveMode, frozenset[Primitive]] = {
@@ -155,11 +153,14 @@ class TelegramOutbound:
                 # Telegram refused the formatting (nothing was posted): the plain text.
                 return await self.bot.send_message(text=markdown[:TEXT_LIMIT], **kwargs)
         except TelegramError as exc:
-            raise self._held(failure(exc, "sendMessage"), target) from exc
+            raise self._held(failure(exc, "sendMessage"), target["chat_id"]) from exc
 
-    def _held(self, error: DeliveryError, target: dict[str, Any]) -> DeliveryError:
+    def _held(self, error: DeliveryError, chat_id: Any) -> DeliveryError:
+        """Flood control holds the chat back: its messages and last edits wait, its drafts
+        and other edits are dropped until then."""
         if error.retry_after is not None:
-            self.pacer.hold(f"tg:chat:{target['chat_id']}", error.retry_after)
+            self.pacer.hold(f"tg:chat:{chat_id}", error.retry_after)
+            self.pacer.hold(f"tg:hold:{chat_id}", error.retry_after)
         return error
 
     # --- the live reply ------------------------------------------------------------------------
@@ -174,16 +175,19 @@ class TelegramOutbound:
                      mode: LiveMode, display: Display, *, tag: Tag) -> None:
         if mode == "edit":
             assert ref is not None
-            # Paced as the chat's messages are; an edit that would have to wait is dropped
-            # (the next one shows the text so far).
-            if self.pacer.try_take(self._limits(target)):
+            # At most once a second for the chat, under the bot's global pace; an edit
+            # that would have to wait (or that flood control holds back) is dropped: the
+            # next one shows the text so far.
+            chat_id = target["chat_id"]
+            if await self._slot({f"tg:edit:{chat_id}": self.chat_interval,
+                                 f"tg:hold:{chat_id}": 0.0, "tg:global": self.global_interval}):
                 await self._edit(ref, _shown(display))
             return
         chat_id = target["chat_id"]
         # Drafts have their own pace, under the bot's global one; while flood control holds
         # the chat, a draft is dropped (the next one shows the text so far).
-        if not self.pacer.try_take({f"tg:draft:{chat_id}": 0.0,
-                                    f"tg:chat:{chat_id}": 0.0, "tg:global": 0.0}):
+        if not await self._slot({f"tg:hold:{chat_id}": 0.0,
+                                 "tg:global": self.global_interval}):
             return
         text = _shown(display)[:SPLIT_AT]
         try:
@@ -192,6 +196,17 @@ class TelegramOutbound:
             if "parse" not in str(exc).lower():
                 raise failure(exc, "sendMessageDraft") from exc
             await self._drafted(target, tag, text, None)
+
+    async def _slot(self, limits: dict[str, float]) -> bool:
+        """Wait for a slot of ``limits`` if one is free within a second; False (an update
+        dropped) otherwise: the bot's pace is its budget, and the next update carries
+        everything so far."""
+        wait = self.pacer.take_within(limits, 1.0)
+        if wait is None:
+            return False
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return True
 
     async def _drafted(self, target: dict[str, Any], tag: Tag, text: str,
                        parse_mode: str | None) -> None:
@@ -202,12 +217,14 @@ class TelegramOutbound:
         except BadRequest:
             raise
         except TelegramError as exc:
-            raise self._held(failure(exc, "sendMessageDraft"), target) from exc
+            raise self._held(failure(exc, "sendMessageDraft"), target["chat_id"]) from exc
 
     async def edit(self, ref: dict[str, Any], message: OutboundMessage, part: int, *,
                    tag: Tag) -> None:
+        chat_id = ref["chat_id"]
         await self._edit(ref, self.split(message)[part],
-                         limits=self._limits(message.reply_target))
+                         limits={f"tg:edit:{chat_id}": self.chat_interval,
+                                 f"tg:hold:{chat_id}": 0.0, "tg:global": self.global_interval})
 
     async def _edit(self, ref: dict[str, Any], markdown: str, *,
                     limits: dict[str, float] | None = None) -> None:
@@ -226,7 +243,7 @@ class TelegramOutbound:
             if "not modified" not in str(exc).lower():
                 raise failure(exc, "editMessageText") from exc
         except TelegramError as exc:
-            raise failure(exc, "editMessageText") from exc
+            raise self._held(failure(exc, "editMessageText"), ref["chat_id"]) from exc
 
     async def discard(self, ref: dict[str, Any]) -> None:
         try:

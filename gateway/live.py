@@ -36,6 +36,8 @@ from .queue import WorkItem
 log = logging.getLogger(__name__)
 
 THINKING = "is thinking…"
+#: A draft is shown again this often while nothing changes (Telegram keeps one 30 s).
+DRAFT_KEEPALIVE = 20.0
 
 
 def status_of(event: Event) -> str | None:
@@ -154,8 +156,10 @@ class LiveReply(ReplyEnd):
         self.flusher: asyncio.Task[None] | None = None
         #: No more updates: the flusher ends after the one in flight (never cancelled in
         #: the middle of a request, whose outcome would then be unknown).
-        self.halting = False
+        self.halting = asyncio.Event()
+        #: When the live message was last updated, and what it showed then.
         self.last = 0.0
+        self.last_shown: tuple[str, str, str] | None = None
 
     @property
     def tag(self) -> Tag:
@@ -183,7 +187,9 @@ class LiveReply(ReplyEnd):
                 record.mode, record.dirty = "edit", True
                 await self.save()
             if record.ref is None and self.channel.opens_at_start(record.mode):
-                await self._open()
+                shown = (self.display.text, self.display.line, self.display.plan)
+                if await self._open():
+                    self.last_shown = shown  # what it showed (more may have come since)
             await self._status()
         self.flusher = asyncio.create_task(self._flush_loop(),
                                            name=f"live-{record.delivery}")
@@ -235,7 +241,7 @@ class LiveReply(ReplyEnd):
 
     async def halt(self) -> None:
         """Stop the updates (the one in flight finishes first)."""
-        self.halting = True
+        self.halting.set()
         self.wake.set()
         if self.flusher is not None:
             await asyncio.wait([self.flusher])
@@ -244,39 +250,49 @@ class LiveReply(ReplyEnd):
     async def _flush_loop(self) -> None:
         interval = self.channel.interval(self.record.mode)
         while True:
+            if self.record.mode == "draft":
+                # A draft lasts 30 s on the screen: shown again while a tool runs long.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), DRAFT_KEEPALIVE)
+                if not self.wake.is_set():
+                    self.last_shown = None
+                    self.wake.set()
             await self.wake.wait()
             wait = self.last + interval - time.monotonic()
-            if wait > 0 and not self.halting:
-                self.wake.clear()
-                with contextlib.suppress(TimeoutError):  # woken early only to halt
-                    await asyncio.wait_for(self.wake.wait(), wait)
-            if self._halted():
+            if wait > 0 and not self.halting.is_set():
+                with contextlib.suppress(TimeoutError):  # cut short only to halt
+                    await asyncio.wait_for(self.halting.wait(), wait)
+            if self.halting.is_set():
                 return
             self.wake.clear()
             async with self.lock:
-                self.last = time.monotonic()
                 try:
-                    await self._push()
+                    # The pace counts from the last update that showed text: the first text
+                    # goes out as soon as it comes.
+                    if await self._push() and self.display.text:
+                        self.last = time.monotonic()
                 except Exception as exc:  # an update is decoration: never the task's end
                     log.info("live update of %s failed: %s", self.record.delivery, exc)
 
-    def _halted(self) -> bool:
-        return self.halting
-
-    async def _push(self) -> None:
+    async def _push(self) -> bool:
+        """Bring the live message up to date; whether a request for it was made."""
         record = self.record
         await self._status()
         if record.mode == "final" or record.phase != "live":
-            return
+            return False
         delta, steps = self.pending, list(self.changed.values())
-        if record.mode == "stream" and not delta and not steps and not self.display.plan_new:
-            return
+        shown = (self.display.text, self.display.line, self.display.plan)
+        quiet = not delta and not steps and not self.display.plan_new
+        if (record.mode == "stream" and quiet) or \
+                (record.mode != "stream" and shown == self.last_shown):
+            return False
         self.display.delta, self.display.steps = delta, list(self.steps.values())
         self.display.steps_new = steps
         if record.ref is None and record.mode != "draft":
             if await self._open():
                 self._sent(delta, steps)
-            return
+                self.last_shown = shown
+            return True
         try:
             await self.channel.append(record.ref, record.target, record.mode, self.display,
                                       tag=self.tag)
@@ -288,8 +304,10 @@ class LiveReply(ReplyEnd):
                 self.pending = ""
                 await self.save()
             log.info("live update of %s dropped: %s", record.delivery, exc)
-            return
+            return True
         self._sent(delta, steps)
+        self.last_shown = shown
+        return True
 
     def _sent(self, delta: str, steps: list[Step]) -> None:
         self.display.plan_new = False

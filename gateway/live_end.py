@@ -90,10 +90,10 @@ class ReplyEnd:
             return 0
         first = self.channel.split(message)[0]
         tag = Tag(record.delivery, 0)
+        rest = _rest(first, self.streamed)
         clean = record.mode == "stream" and not record.dirty and not self.frozen and \
-            first.startswith(self.streamed.lstrip())
+            rest is not None
         if record.mode == "stream":
-            rest = first[len(self.streamed.lstrip()):] if clean else None
             try:
                 await self.channel.stop_stream(ref, message, rest=rest, tag=tag)
             except DeliveryError as exc:
@@ -161,3 +161,16 @@ class ReplyEnd:
                                conversation_id=record.conversation_id,
                                reply_target=record.target, text="", kind="notice")
 
+
+
+def _rest(answer: str, streamed: str) -> str | None:
+    """What is still to add to a stream holding ``streamed`` for it to show ``answer``
+    (the answer's parts are trimmed; the stream may end in whitespace), or None when
+    ``streamed`` is not its beginning."""
+    lead = streamed.lstrip()
+    if answer.startswith(lead):
+        return answer[len(lead):]
+    core = lead.rstrip()
+    if answer.startswith(core):
+        return answer[len(core):].lstrip()
+    return None

@@ -96,7 +96,8 @@ async def test_without_streaming_a_working_message_is_replaced_by_the_answer(
     h = await make_gateway(slack=True, slack_streaming=False)
     assert h.slack is not None
     h.model.add(Reply.call("calc_growth_rate", {"current": 2, "previous": 1}),
-                Reply("**Sales doubled.** See [the report](https://example.com/r)."))
+                Reply("**Sales doubled.** See [the report](https://example.com/r).",
+                      delay=0.3))
     event = mention("how did sales go?")
     await send(h, event_body(event))
     await h.wait_for(lambda: len(answers(h)) == 1)

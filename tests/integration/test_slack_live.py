@@ -167,7 +167,7 @@ async def test_where_streams_are_refused_one_message_is_edited_in_place(
         make_gateway: GatewayFactory) -> None:
     h = await make_gateway(slack=True, llm_stream=True)
     assert h.slack is not None
-    h.model.add(Reply(ANSWER, pace=0.05), Reply("Second answer."))
+    h.model.add(Reply(ANSWER, pace=0.12), Reply("Second answer."))
     h.slack.refuse("chat.startStream", "missing_scope")
     event = mention("how did Q3 go?")
     await send(h, event_body(event))
@@ -236,6 +236,7 @@ async def test_an_assistant_thread_gets_its_prompts_and_a_title(
                 "event_ts": ts()}
     await send(h, event_body(question))
     await h.wait_for(lambda: any(m.shown() == "Fine." for m in visible(h, thread, "D42")))
+    await h.wait_idle()
     [title] = h.slack.of("assistant.threads.setTitle")
     assert title["title"] == "How did sales go last week?"
     statuses = [s for _, t, s in h.slack.statuses if t == thread]

@@ -40,8 +40,7 @@ async def test_a_private_answer_is_drafted_as_it_is_written_then_posted_once(
     [message] = await idle_with_answer(h, PRIVATE["id"])
     assert message.text == ANSWER
     drafts = [text for chat, _, text in h.telegram.draft_log if chat == PRIVATE["id"]]
-    assert drafts[0] == WORKING, "a draft says it is working before the text comes"
-    texts = [" ".join(d.removesuffix("…").split()) for d in drafts[1:]]
+    texts = [" ".join(d.removesuffix("…").split()) for d in drafts if d != WORKING]
     assert len(texts) >= 2, "the answer was drafted as it was written"
     assert all(ANSWER.startswith(t) for t in texts), drafts
     assert [len(t) for t in texts] == sorted(len(t) for t in texts), "in order"
@@ -95,7 +94,10 @@ async def test_a_group_answer_is_one_message_edited_in_place(
     [message] = await idle_with_answer(h, GROUP["id"])
     assert shown(h, GROUP["id"]) == [message], "the placeholder became the answer"
     [placeholder] = h.telegram.of("sendMessage")
-    assert placeholder["text"] == WORKING and placeholder["reply_parameters"]
+    # Posted when the task starts: "working", or the first words if the model was quicker.
+    assert placeholder["text"] == WORKING or ANSWER.startswith(
+        placeholder["text"].removesuffix(" …"))
+    assert placeholder["reply_parameters"]
     assert message.text == ANSWER and message.edits >= 1
     assert h.telegram.of("sendMessageDraft") == [], "no drafts in groups"
 
