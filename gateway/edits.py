@@ -80,6 +80,9 @@ class Edits:
         if dedupe_key is not None and not await self.queue.first_time(dedupe_key):
             return Routed("duplicate")
         state = await self.store.load_task(task_id)
+        if state is not None and (state.conversation_id != msg.conversation_id or state.user_id
+                                  not in (msg.user_id, f"{msg.channel}:{msg.user_id}")):
+            return Routed("ignored", reason="an edit of someone else's message")
         if state is not None and state.status == "queued" and \
                 await self._replace_queued(msg, task_id):
             return Routed("edited", task_id)

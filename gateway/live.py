@@ -104,7 +104,13 @@ class LiveReplies:
         could not be delivered (dead-lettered)."""
         reply = self._by_item.pop(item.id, None)
         if reply is None:
-            record = await self._record(item, channel) or self._new(item, channel)
+            record = await self._record(item, channel)
+            if record is None:
+                record = self._new(item, channel)
+            elif record.ref is not None:
+                # Shown by another process (or before a restart): what its live message
+                # holds is not known here, so the answer replaces it.
+                record.dirty = True
             reply = LiveReply(self, channel, record)
         await reply.halt()
         return await reply.finish(message)

@@ -155,3 +155,39 @@ async def test_a_telegram_message_edited_in_place_is_finished_by_another_replica
         assert len(telegram.of("sendMessage")) == 1, "one message, edited by both replicas"
     finally:
         await telegram.stop()
+
+
+async def test_a_replica_killed_while_stopping_its_stream_leaves_it_to_another(
+        make_gateway: GatewayFactory, victim: Victim) -> None:
+    """The task had answered and the dead replica was ending the stream: the other finds
+    the task answered (it is not run again) and the reply still live, with a stream whose
+    text it cannot know; it stops that stream and edits it to the answer."""
+    slack = SlackAPI()
+    await slack.start()
+    prefix = f"take{os.getpid()}{int(time.time() * 1000) % 10**8}"
+    try:
+        port, process = await victim(prefix, SLACK_BOT_TOKEN=SLACK_TOKEN,
+                                     SLACK_SIGNING_SECRET=SLACK_SECRET,
+                                     SLACK_API_URL=slack.url)
+        slack.inject("chat.stopStream", "timeout")  # held: the replica waits on it
+        event = mention("summarise the regions")
+        body = event_body(event)
+        async with aiohttp.ClientSession() as session, session.post(
+                f"http://127.0.0.1:{port}/slack/events", data=body,
+                headers=slack_headers(body)) as response:
+            assert response.status == 200
+        await until(lambda: any(a.method == "chat.stopStream" for a in slack.attempts))
+        kill(process)
+        [cut] = slack.thread("C9", event["ts"])
+        assert cut.streaming
+
+        h = await make_gateway(slack=True, slack_api_url=slack.url, redis_prefix=prefix,
+                               llm_stream=True, hermes_lease_seconds=3)
+        await until(lambda: any(m.shown() == ANSWER and not m.streaming
+                                for m in slack.thread("C9", event["ts"])))
+        await h.wait_idle()
+        [message] = slack.thread("C9", event["ts"])
+        assert message.ts == cut.ts and message.shown() == ANSWER
+        assert len(h.model.requests) == 1, "the answered task was not run again"
+    finally:
+        await slack.stop()
