@@ -303,9 +303,18 @@ class LiveReply(ReplyEnd):
             await self.channel.append(record.ref, record.target, record.mode, self.display,
                                       tag=self.tag)
         except DeliveryError as exc:
-            if record.mode == "stream" and (exc.applied == "maybe" or not exc.retryable):
-                # Whether the text went in is not known (or the stream ended: Slack ends
-                # one after a few minutes): the answer will replace what it shows.
+            if record.mode == "stream" and not exc.retryable and record.ref is not None:
+                # The stream ended (Slack ends one after about five minutes): the message
+                # is edited in place from now on, and the answer replaces what it holds.
+                with contextlib.suppress(DeliveryError):
+                    await self.channel.stop_stream(record.ref, self._empty(), rest=None,
+                                                   tag=self.tag)
+                record.mode, record.dirty = "edit", True
+                self.last_shown = None
+                await self.save()
+            elif record.mode == "stream" and exc.applied == "maybe":
+                # Whether the text went in is not known: no more text goes into the stream
+                # (its steps do), and the answer will replace what it shows.
                 self.frozen, record.dirty = True, True
                 self.pending = ""
                 await self.save()

@@ -241,3 +241,18 @@ async def test_an_assistant_thread_gets_its_prompts_and_a_title(
     assert title["title"] == "How did sales go last week?"
     statuses = [s for _, t, s in h.slack.statuses if t == thread]
     assert statuses[0] == "is thinking…" and statuses[-1] == ""
+
+
+async def test_a_stream_slack_ended_goes_on_as_a_message_edited_in_place(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, llm_stream=True)
+    assert h.slack is not None
+    h.model.add(Reply(ANSWER, pace=0.08))
+    event = mention("how did Q3 go?")
+    await send(h, event_body(event))
+    await h.wait_for(lambda: len(h.slack.of("chat.appendStream")) >= 1)  # type: ignore[union-attr]
+    h.slack.end_streams()  # its five minutes are up
+    message = await answered(h, event["ts"])
+    assert message.shown() == ANSWER and len(visible(h, event["ts"])) == 1
+    edits = h.slack.of("chat.update")
+    assert len(edits) >= 2, "edited as it was written after the stream ended, then answered"

@@ -117,6 +117,11 @@ class SlackAPI:
         """Answer every call of ``method`` with ``{"ok": false, "error": error}``."""
         self.refused[method] = error
 
+    def end_streams(self) -> None:
+        """End every open stream, as Slack does about five minutes after one started."""
+        for message in self.everything():
+            message.streaming = False
+
     # --- what was done ------------------------------------------------------------------
     def of(self, method: str) -> list[dict[str, Any]]:
         """Recorded (carried out) calls of one method."""
