@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from agent_core import lazy_exports
 
 from .base import (
+    Attachment,
     Channel,
     ChannelName,
     FileToShow,
@@ -20,7 +21,7 @@ from .base import (
     OutboundMessage,
     Routed,
 )
-from .errors import DeliveryError, GatewayStopping
+from .errors import DeliveryError, DownloadError, GatewayStopping
 
 if TYPE_CHECKING:
     from .slack import SlackChannel
@@ -29,9 +30,11 @@ if TYPE_CHECKING:
     from .webhook import WebhookChannel
 
 __all__ = [
+    "Attachment",
     "Channel",
     "ChannelName",
     "DeliveryError",
+    "DownloadError",
     "FileToShow",
     "GatewayStopping",
     "InboundMessage",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -23,6 +24,26 @@ ChannelName = Literal["slack", "telegram", "webhook", "webchat", "api", "schedul
 OutboundKind = Literal["answer", "question", "approval", "notice", "error"]
 RouteStatus = Literal["queued", "steered", "duplicate", "refused", "ignored", "command",
                       "edited"]
+#: How the gateway fetches a file that came with a message: from the channel's platform
+#: (``Channel.download``), a URL under the SSRF guard (an A2A file part), or the bytes the
+#: API received, kept in the store until the worker takes them.
+AttachmentSource = Literal["slack", "telegram", "url", "stash"]
+#: What the platform says a file is (a voice note, a photo); the content decides the rest.
+AttachmentHint = Literal["file", "image", "voice", "audio", "video_note"]
+
+
+class Attachment(BaseModel):
+    """A file that came with a message, as its platform describes it: nothing is fetched
+    before the message is acknowledged; the worker fetches it under the limits. Name, type
+    and size are claims, checked (the name made safe, the type sniffed) once fetched."""
+
+    source: AttachmentSource
+    #: Where it is: Slack's url_private_download, Telegram's file_id, the URL, the stash id.
+    ref: str = Field(repr=False)
+    name: str = ""
+    mime_type: str = ""
+    size: int | None = None
+    hint: AttachmentHint = "file"
 
 
 class InboundMessage(BaseModel):
@@ -60,6 +81,8 @@ class InboundMessage(BaseModel):
     #: ``platform_message_id``); the text is the edited one (Slack ``message_changed``,
     #: Telegram ``edited_message``).
     edit_of: str | None = None
+    #: Files that came with the message (fetched by the worker, not before the ack).
+    attachments: list[Attachment] = Field(default_factory=list)
     id: str = Field(default_factory=new_id)
 
     def reply(self, text: str, kind: OutboundKind = "answer", **fields: Any
@@ -143,6 +166,10 @@ class Interaction:
     approved: bool = False
     #: For a choice: the index of the answer among those offered (None: not a number).
     choice: int | None = None
+    #: The conversation the pressed message is in, named as the channel's inbound
+    #: messages name it ("": unknown, the message is gone): a press counts only in the
+    #: conversation its approval or question belongs to.
+    conversation_id: str = ""
     #: Where the press happened, as a reply target (None: the message is gone).
     reply_target: dict[str, Any] | None = None
     space_id: str = ""
@@ -176,8 +203,9 @@ class InteractionReply:
     #: The press changed nothing (not allowed, already decided, no longer open): shown as
     #: a refusal (a Telegram alert, a Slack message only they see).
     refused: bool = False
-    #: New text for the message with the buttons, which loses them.
-    replace_prompt: str | None = None
+    #: For a choice: the answer chosen, which the question's message shows in place of its
+    #: buttons (each channel renders it in its markup, escaped).
+    chosen: str | None = None
 
 
 class Interact(Protocol):
@@ -217,6 +245,18 @@ class Channel(abc.ABC):
     async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
         """Show a file a tool made for the person (an MCP tool's image), where the platform
         can show one; channels that cannot raise NotImplementedError."""
+        raise NotImplementedError
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """The bytes of a file that came with a message from this platform, in chunks (the
+        caller stops reading at its limit); channels without files raise
+        NotImplementedError. Raises DownloadError when the platform fails."""
+        raise NotImplementedError
+
+    async def show_decision(self, ref: dict[str, Any], message: OutboundMessage) -> None:
+        """Replace the approval prompt posted at ``ref`` (what ``send`` returned) with
+        ``message``: the same approval, decided (``approval["decision"]``), without
+        buttons. Channels that post no prompt raise NotImplementedError."""
         raise NotImplementedError
 
     async def start(self) -> None:  # noqa: B027 - optional hook

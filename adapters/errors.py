@@ -6,8 +6,9 @@ to deliver, the gateway stops. The tree continues agent_core's (one root, three 
     HermesError                      (agent_core.errors)
     ├── ConfigError                  a setting or usage mistake: fail fast, say what to change
     ├── RuntimeFailure
-    │   └── DeliveryError            a reply could not be sent (retryable, retry_after,
-    │                                applied: whether the platform may have done it anyway)
+    │   ├── DeliveryError            a reply could not be sent (retryable, retry_after,
+    │   │                            applied: whether the platform may have done it anyway)
+    │   └── DownloadError            a file that came with a message could not be fetched
     └── Signal                       not an error: control flow
         └── GatewayStopping          the gateway has begun to stop (/readyz answers 503)
 
@@ -46,3 +47,14 @@ class DeliveryError(RuntimeFailure):
 
 class GatewayStopping(Signal):
     """The gateway has begun to stop: it takes no more work (what /readyz reports then)."""
+
+
+class DownloadError(RuntimeFailure):
+    """A file that came with a message could not be fetched (its platform failed, refused,
+    or the connection dropped); ``reason`` is a sentence for the person."""
+
+    user_message = "I could not fetch a file you sent."
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

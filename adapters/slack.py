@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -33,13 +33,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .approvals import APPROVE, CHOICE, REJECT, RERUN
 from .base import (
+    Attachment,
     FileToShow,
     InboundMessage,
     Ingest,
     Interact,
     Interaction,
+    OutboundMessage,
 )
+from .files import SLACK_FILE_HOSTS, host_of, slack_attachments, stream
 from .live import LiveChannel
+from .markup import slack_escape
 from .pacing import Pacer
 from .slack_out import FEEDBACK, WORKING, SlackOutbound
 
@@ -84,6 +88,9 @@ class SlackChannel(SlackOutbound, LiveChannel):
         # and only its answer was lost. The gateway decides what to repeat (gateway/live.py).
         self.client = AsyncWebClient(token=bot_token, base_url=api_url, retry_handlers=[],
                                      timeout=int(timeout) if timeout >= 1 else 1)
+        self._bot_token = bot_token
+        #: The workspace's file hosts (and the API's own, for a stand-in of it).
+        self.file_hosts = SLACK_FILE_HOSTS | {host_of(api_url)}
         # Without a signing secret only Socket Mode is open: handle() refuses HTTP requests.
         self.signing_secret = signing_secret
         self.app = AsyncApp(
@@ -214,6 +221,7 @@ class SlackChannel(SlackOutbound, LiveChannel):
         if self.bot_user_id:
             text = text.replace(f"<@{self.bot_user_id}>", "")
         text = re.sub(r"\s+", " ", text).strip()
+        files = slack_attachments(event.get("files"))
         direct = event.get("channel_type") == "im" or str(channel).startswith("D")
         thread = event.get("thread_ts")
         # The recipient of a stream (Slack asks for both, even in a DM).
@@ -229,10 +237,16 @@ class SlackChannel(SlackOutbound, LiveChannel):
             cid = f"slack:{team}:{channel}:{thread or ts}"
             target = {"channel": channel, "thread_ts": thread or ts, "message_ts": ts, **who}
         return InboundMessage(
-            channel="slack", conversation_id=cid, user_id=user, text=text or "(empty)",
-            is_direct=direct, mentions_bot=True,
+            channel="slack", conversation_id=cid, user_id=user,
+            text=text or ("" if files else "(empty)"), is_direct=direct, mentions_bot=True,
             platform_message_id=f"{team}:{channel}:{ts}", reply_target=target,
-            space_id=team, room_id=channel)
+            space_id=team, room_id=channel, attachments=files)
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """A shared file's bytes: its url_private_download with the bot token (the app's
+        files:read scope), from the workspace's own file host only."""
+        return stream(attachment.ref, hosts=self.file_hosts, what="Slack",
+                      headers={"Authorization": f"Bearer {self._bot_token}"})
 
     async def _on_action(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any],
                          action: dict[str, Any], context: dict[str, Any]) -> None:
@@ -246,8 +260,9 @@ class SlackChannel(SlackOutbound, LiveChannel):
         if reply.refused:
             await self.post_ephemeral(press.room_id, press.user_id, reply.text,
                                       thread_ts=message.get("thread_ts"))
-        if reply.replace_prompt is not None and press.prompt is not None:
-            await self.replace_prompt(press.prompt, reply.replace_prompt)
+        if reply.chosen is not None and press.prompt is not None:
+            await self.replace_prompt(press.prompt, f"{press.prompt_text}\n→ "
+                                      f"{slack_escape(reply.chosen)} ({press.user_name})")
 
     def _edited(self, event: dict[str, Any], body: dict[str, Any]) -> InboundMessage | None:
         """A ``message_changed`` event: the message as it is now, as an edit of itself."""
@@ -272,11 +287,18 @@ class SlackChannel(SlackOutbound, LiveChannel):
         team = str((body.get("team") or {}).get("id", "T"))
         message = body.get("message") or {}
         action_id = str(action.get("action_id", ""))
+        thread = message.get("thread_ts") or message.get("ts")
+        direct = channel_id.startswith("D")
+        # Named as to_inbound names the conversation the prompt was posted in (a thread of
+        # a DM is one of its own).
+        cid = f"slack:{team}:{channel_id}" if direct else f"slack:{team}:{channel_id}:{thread}"
+        if direct and message.get("thread_ts"):
+            cid = f"slack:{team}:{channel_id}:{message['thread_ts']}"
         where: dict[str, Any] = {
             "channel": "slack", "user_id": user_id, "user_name": f"<@{user_id}>",
-            "reply_target": {"channel": channel_id,
-                             "thread_ts": message.get("thread_ts") or message.get("ts")},
-            "space_id": team, "room_id": channel_id, "is_direct": channel_id.startswith("D"),
+            "conversation_id": cid if channel_id and (direct or thread) else "",
+            "reply_target": {"channel": channel_id, "thread_ts": thread},
+            "space_id": team, "room_id": channel_id, "is_direct": direct,
             "prompt": {"channel": channel_id, "ts": message["ts"]} if message.get("ts")
             else None,
             "prompt_text": str(message.get("text", ""))}
@@ -311,10 +333,16 @@ class SlackChannel(SlackOutbound, LiveChannel):
 
     # --- outbound (the rest is SlackOutbound's) ---------------------------------------------
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
-        """Replace a message that had buttons (an approval, a question) with plain text."""
+        """Replace a question's buttons with the chosen answer (``text`` is mrkdwn)."""
         await self.update(ref["channel"], ref["ts"], text,
                           blocks=[{"type": "section", "text": {"type": "mrkdwn",
                                                                "text": text[:2900]}}])
+
+    async def show_decision(self, ref: dict[str, Any], message: OutboundMessage) -> None:
+        from .approvals import slack_blocks, slack_decision_text
+
+        await self.update(ref["channel"], ref["ts"], slack_decision_text(message),
+                          blocks=slack_blocks(message))
 
     async def direct_target(self, user_id: str) -> dict[str, Any]:
         response = await self._call("conversations_open", {}, users=user_id)

@@ -23,22 +23,27 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 from telegram import Bot, Update
+from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from agent_core import StoreUnavailableError
 
 from .base import (
+    Attachment,
     FileToShow,
     InboundMessage,
     Ingest,
     Interact,
     Interaction,
+    OutboundMessage,
 )
-from .errors import DeliveryError
+from .errors import DeliveryError, DownloadError
+from .files import host_of, stream
 from .live import LiveChannel
 from .pacing import Pacer
 from .telegram_http import AiohttpRequest
@@ -211,8 +216,9 @@ class TelegramChannel(TelegramOutbound, LiveChannel):
         press = self.to_interaction(update)
         reply = await self.interact(press)
         await query.answer(reply.text, show_alert=reply.refused)
-        if reply.replace_prompt is not None and press.prompt is not None:
-            await self.replace_prompt(press.prompt, reply.replace_prompt)
+        if reply.chosen is not None and press.prompt is not None:
+            await self.replace_prompt(press.prompt, f"{press.prompt_text}\n→ {reply.chosen} "
+                                                    f"({press.user_name})")
 
     def to_interaction(self, update: Update) -> Interaction:
         """The normalised press of a callback query."""
@@ -222,11 +228,35 @@ class TelegramChannel(TelegramOutbound, LiveChannel):
         """The normalised message of an Update, or None to ignore it."""
         return inbound_of(update, self.bot)
 
+    async def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """A file's bytes: getFile for its path, then the Bot API's file URL."""
+        try:
+            found = await self.bot.get_file(attachment.ref)
+        except (BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut) as exc:
+            raise DownloadError(f"Telegram would not hand the file over: {exc}") from None
+        url = found.file_path or ""
+        if not url.startswith(self.bot.base_file_url + "/"):
+            raise DownloadError("Telegram gave no download path for the file")
+        async for chunk in stream(url, hosts={host_of(url)}, what="Telegram"):
+            yield chunk
+
     # --- outbound (the rest is TelegramOutbound's) ----------------------------------------------
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
-        """Replace a message that had buttons (an approval, a question) with plain text."""
+        """Replace a question's buttons with the chosen answer (plain text)."""
         await self.bot.edit_message_text(chat_id=ref["chat_id"], message_id=ref["message_id"],
                                          text=text, reply_markup=None)
+
+    async def show_decision(self, ref: dict[str, Any], message: OutboundMessage) -> None:
+        from .approvals import telegram_prompt
+
+        html, plain = telegram_prompt(message)
+        where = {"chat_id": ref["chat_id"], "message_id": ref["message_id"]}
+        try:
+            await self.bot.edit_message_text(text=html, parse_mode=ParseMode.HTML, **where)
+        except BadRequest as exc:
+            if "parse" not in str(exc).lower():
+                raise
+            await self.bot.edit_message_text(text=plain, **where)  # the same, unformatted
 
     async def direct_target(self, user_id: str) -> dict[str, Any]:
         # A user's private chat with the bot has the user's id.

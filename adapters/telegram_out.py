@@ -93,6 +93,8 @@ class TelegramOutbound:
         return 0.3 if mode == "draft" else self.chat_interval
 
     def split(self, message: OutboundMessage) -> list[str]:
+        if message.kind == "approval" and message.approval is not None:
+            return [message.text]  # one prompt (telegram_prompt fits it to the limit)
         return split_text(message.text, SPLIT_AT) or ["(empty answer)"]
 
     def _limits(self, target: dict[str, Any]) -> dict[str, float]:
@@ -108,8 +110,13 @@ class TelegramOutbound:
         parts = self.split(message)
         text = f"{parts[part]}\n\n{REPEATED}" if repeat else parts[part]
         markup = self._markup(message) if part == len(parts) - 1 else None
+        html = None
+        if message.kind == "approval" and message.approval is not None:
+            from .approvals import telegram_prompt
+
+            html, text = telegram_prompt(message)
         sent = await self.send_text(message.reply_target, text, reply=part == 0,
-                                    reply_markup=markup)
+                                    reply_markup=markup, html=html)
         return {"chat_id": message.reply_target["chat_id"], "message_id": sent.message_id}
 
     @staticmethod
@@ -129,16 +136,17 @@ class TelegramOutbound:
         return None
 
     async def send_text(self, target: dict[str, Any], markdown: str, *, reply: bool = False,
-                        reply_markup: Any = None) -> Message:
+                        reply_markup: Any = None, html: str | None = None) -> Message:
         """One message (at most 4096 characters once rendered), paced; one attempt (a
-        message whose formatting Telegram refuses goes again as plain text)."""
+        message whose formatting Telegram refuses goes again as plain text). ``html``:
+        already rendered (``markdown`` is then its plain text, sent if Telegram refuses it)."""
         kwargs: dict[str, Any] = {"chat_id": target["chat_id"],
                                   "message_thread_id": target.get("message_thread_id"),
                                   "reply_markup": reply_markup}
         if reply and target.get("reply_to"):
             kwargs["reply_parameters"] = ReplyParameters(
                 message_id=target["reply_to"], allow_sending_without_reply=True)
-        text: str = to_telegram_html(markdown)
+        text: str = to_telegram_html(markdown) if html is None else html
         parse_mode: str | None = ParseMode.HTML
         if len(text) > TEXT_LIMIT:
             text, parse_mode = markdown[:TEXT_LIMIT], None

@@ -11,6 +11,7 @@ from telegram import Bot, Message, Update
 
 from .approvals import APPROVAL_DATA, CHOICE_DATA, RERUN_DATA, parse_callback_data
 from .base import InboundMessage, Interaction
+from .files import telegram_attachments
 
 
 def interaction_of(update: Update) -> Interaction:
@@ -27,7 +28,9 @@ def interaction_of(update: Update) -> Interaction:
     if chat is not None and message is not None:
         topic = getattr(message, "message_thread_id", None)
         private = chat.type == "private"
+        forum_topic = topic if getattr(message, "is_topic_message", False) else None
         where.update(
+            conversation_id=conversation_of(chat.id, forum_topic, private=private),
             reply_target={"chat_id": chat.id, "message_thread_id": topic,
                           "private": private},
             space_id=str(chat.id), room_id=str(topic or chat.id), is_direct=private,
@@ -48,19 +51,15 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
     message = update.message or update.edited_message
     if message is None or message.from_user is None or message.from_user.is_bot:
         return None
-    text = message.text or message.caption
-    if not text or not isinstance(text, str):
+    text = message.text or message.caption or ""
+    files = telegram_attachments(message)
+    if not isinstance(text, str) or not (text or files):
         return None
     chat = message.chat
     private = chat.type == "private"
     mentioned, text = _addressed(message, text, bot)
     topic = message.message_thread_id if message.is_topic_message else None
-    if private:
-        cid = f"telegram:{chat.id}"
-    elif topic is not None:
-        cid = f"telegram:{chat.id}:{topic}"
-    else:
-        cid = f"telegram:{chat.id}"
+    cid = conversation_of(chat.id, topic, private=private)
     target: dict[str, Any] = {"chat_id": chat.id, "message_thread_id": topic,
                               "private": private}
     if not private:
@@ -72,18 +71,27 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
         if update.edited_message is not None else None
     return InboundMessage(
         channel="telegram", conversation_id=cid, user_id=str(user.id),
-        user_name=user.username or user.full_name, text=text.strip() or "(empty)",
+        user_name=user.username or user.full_name,
+        text=text.strip() or ("" if files else "(empty)"), attachments=files,
         is_direct=private, mentions_bot=private or mentioned,
         platform_message_id=f"{bot.id}:{update.update_id}", reply_target=target,
         space_id=str(chat.id), room_id=str(topic or chat.id), edit_of=edit_of,
         message_key=f"{bot.id}:m:{chat.id}:{message.message_id}")
 
 
+def conversation_of(chat_id: int, topic: int | None, *, private: bool) -> str:
+    """A chat's conversation: the chat, or in a forum one conversation per topic."""
+    if private or topic is None:
+        return f"telegram:{chat_id}"
+    return f"telegram:{chat_id}:{topic}"
+
+
 def _addressed(message: Message, text: str, bot: Bot) -> tuple[bool, str]:
     """Whether a group message addresses the bot, and its text without the mention."""
     username = (bot.username or "").lower()
     addressed = False
-    for entity in message.entities or ():
+    entities = message.entities if message.text else message.caption_entities
+    for entity in entities or ():
         piece = text[entity.offset:entity.offset + entity.length]
         if entity.type == "mention" and piece.lower() == f"@{username}":
             addressed = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
@@ -15,6 +15,30 @@ _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
     """(language, body) of each ``` fenced block; an unclosed final fence runs to the end."""
     return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+
+
+#: Fences whose body is a call or JSON (the JSON protocol, Gemma's ```tool_code).
+CALL_FENCES = frozenset({"json", "json5", "javascript", "js", "tool_call", "tool_code"})
+
+
+def without_shown_code(text: str) -> str:
+    """``text`` without the code blocks prose shows (a fence that is not JSON's, with text
+    around it): markup a model shows while explaining a format is never a call. A whole
+    output in one fence is kept (models wrap calls so)."""
+    if "```" not in text:
+        return text
+    blocks = list(_FENCE.finditer(text))
+    if not _FENCE.sub("", text).strip():
+        return text
+    kept, at = [], 0
+    for m in blocks:
+        lang, body = m.group(1).lower(), m.group(2).lstrip()
+        if lang in CALL_FENCES or (not lang and body[:1] in "{["):
+            continue
+        kept.append(text[at:m.start()])
+        at = m.end()
+    kept.append(text[at:])
+    return "\n".join(kept) if len(kept) > 1 else text
 
 
 #: Beyond these json-repair is not tried: it slows down badly, and no call looks like that.
@@ -75,8 +99,10 @@ def loads_strict(text: str) -> Any:
 
 
 def loads_repaired(text: str) -> Any:
-    """Parse JSON that may be broken: smart quotes, trailing commas, single quotes, missing
-    braces, unescaped quotes. None when nothing JSON-like can be recovered."""
+    """Parse JSON that may be broken: smart quotes, trailing commas, single quotes,
+    unescaped quotes; missing closing braces only after a complete value (text cut off
+    inside a value, or after a number, is never repaired into one). None when nothing
+    JSON-like can be recovered."""
     value = loads_strict(text)
     if value is not None:
         return value
@@ -86,6 +112,11 @@ def loads_repaired(text: str) -> Any:
         return value
     if not candidate or len(candidate) > _REPAIR_MAX or _depth(candidate) > _REPAIR_DEPTH:
         return None  # json-repair is slow on such text, and nothing sane is in it
+    closers = _closers(candidate)
+    if closers is None or (closers and _NUMBER_AT_END.search(candidate)):
+        return None  # cut off inside a value: json-repair would guess the rest
+    if closers:  # cut off after a value (and its comma): only closed
+        return loads_strict(candidate.removesuffix(",") + closers)
     import json_repair  # only for broken JSON: ~17 ms of import the runtime need not pay
 
     try:
@@ -97,9 +128,11 @@ def loads_repaired(text: str) -> Any:
     return repaired
 
 
-def first_json_value(text: str) -> tuple[Any, bool] | None:
-    """The first JSON object or array in text, and whether it needed repair."""
-    for start, end in balanced_spans(text):
+def first_json_value(text: str, spans: Iterable[tuple[int, int]] | None = None
+                     ) -> tuple[Any, bool] | None:
+    """The first JSON object or array in text (among ``spans`` when they were found
+    already), and whether it needed repair."""
+    for start, end in balanced_spans(text) if spans is None else spans:
         chunk = text[start:end]
         value = loads_strict(chunk)
         if value is not None:
@@ -139,17 +172,22 @@ def _closers(text: str) -> str | None:
     return "".join(reversed(stack))
 
 
+#: A number the text ends in: in JSON left open it may have been cut short (12 of 125).
+_NUMBER_AT_END = re.compile(r"(?:^|[\s:,\[])-?\d[\d.eE+-]*\s*\Z")
+
+
 def loads_arguments(text: str) -> tuple[Any, bool] | None:
     """JSON a model wrote, read without making anything up: strictly; when it was cut
     short after a complete value, with the missing braces added; when it is complete but
     malformed (single quotes, trailing commas), with json-repair. (value, repaired), or
-    None: json-repair would fill a value cut in half, or a key without one, with guesses."""
+    None: json-repair would fill a value cut in half, or a key without one, with guesses,
+    and a number the open JSON ends in may be cut short."""
     value = loads_strict(text)
     if value is not None:
         return value, False
     candidate = text.translate(_SMART).strip()
     closers = _closers(candidate)
-    if closers is None:
+    if closers is None or (closers and _NUMBER_AT_END.search(candidate)):
         return None
     if closers:
         value = loads_strict(candidate + closers)

@@ -44,6 +44,10 @@ class EventType(StrEnum):
     #: A tool produced a file for the person (``name``, ``mime_type``, ``bytes``, and
     #: ``path`` in the task's sandbox when it was kept), e.g. an MCP tool's image.
     TOOL_ATTACHMENT = "TOOL_ATTACHMENT"
+    #: The files that came with the task's message were received (``files``: name, type,
+    #: size, kind, note of each; ``notices``: what the person is told, such as a refusal
+    #: naming its limit or what a voice note was heard to say).
+    FILES_RECEIVED = "FILES_RECEIVED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ task (one that asked the user a question)::
     any         cancelled before its first round       Skip
     any         running                                Recover    (its process died)
     any         ended or paused                        Redeliver  (done before a crash)
-    message     none or queued; a question waits       AnswerWaiting(that task)
+    message     none or queued; a question waits for   AnswerWaiting(that task)
+                its sender
     message     none or queued                         Start
 
 The gateway's workers carry the step out (``match`` on it, ending in ``assert_never``).
@@ -69,9 +70,12 @@ class Skip:
 Step = Start | ApplyApproval | AnswerWaiting | Recover | Redeliver | Skip
 
 
-def next_step(kind: WorkKind, stored: TaskState | None, waiting: TaskState | None) -> Step:
+def next_step(kind: WorkKind, stored: TaskState | None, waiting: TaskState | None, *,
+              sender: str | None = None) -> Step:
     """The step for work of ``kind`` on a task stored as ``stored`` (None: never stored),
-    in a conversation whose waiting task is ``waiting``."""
+    in a conversation whose waiting task is ``waiting``, sent by ``sender`` (channel:user).
+    A question is answered only by the person it asked: in a group, another member's
+    message is a task of their own (it would resume the asker's task in the asker's role)."""
     if kind == "approval":
         return ApplyApproval()
     if stored is not None and stored.status not in ACTIVE:
@@ -84,6 +88,7 @@ def next_step(kind: WorkKind, stored: TaskState | None, waiting: TaskState | Non
         return Start(unattended=True)
     if kind == "workflow":  # a run of a hub workflow: never the answer to a question
         return Start()
-    if waiting is not None and waiting.status == "asked_user":
+    if waiting is not None and waiting.status == "asked_user" \
+            and (sender is None or waiting.user_id == sender):
         return AnswerWaiting(waiting.task_id)
     return Start()

@@ -7,6 +7,14 @@ every process on the same data directory (a file lock orders their starts; a sta
 says where the running one listens), and stopped by the process that started it.
 A subclass says how to configure the server, how to tell it answers, and what its
 "where it listens" holds.
+
+A state file outlives a crash, and by the next start its port may be anyone's. So no
+password or token goes to a server found through it until it is shown to be the one that
+was started (``local_process``): its pid alive and running the server's binary in the
+server's folder, and, where clients connect over TCP, that pid the one listening on the
+port. A server reached through a Unix socket in its own 0700 folder needs no more: only
+this user could listen there. One that is not shown to be it is left alone and a new one
+started; one that cannot be told apart is refused with what to do.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from .datadir import PRIVATE_UMASK, private_dir, secure_data_dir
 from .filelock import FileLock
+from .local_process import identify, listens
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +80,15 @@ class LocalServer(abc.ABC, Generic[I]):
     async def answers(self, info: I) -> bool:
         """Whether the server at ``info`` is up and answering."""
 
+    @abc.abstractmethod
+    def executable(self) -> Path:
+        """The server's binary (what a recorded pid must be running)."""
+
+    @abc.abstractmethod
+    def tcp_port(self, info: I) -> int | None:
+        """The loopback port clients send credentials to, or None when they connect over a
+        Unix socket in the server's own folder."""
+
     def failure(self, message: str) -> Exception:
         """The error for a server that will not start."""
         return RuntimeError(message)
@@ -100,12 +119,13 @@ class LocalServer(abc.ABC, Generic[I]):
         meanwhile). A spawning server's start lock is held until ``start()`` or ``stop()``."""
         if self._launched:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._private_dirs)
         lock = FileLock(str(self.dir / "start.lock"), timeout=self.start_timeout * 2)
         await asyncio.to_thread(lock.acquire)
         try:
             existing = self._read_state()
-            if existing is not None and await self.answers(existing):
+            if existing is not None and await asyncio.to_thread(self._trusted, existing) \
+                    and await self.answers(existing):
                 log.info("reusing %s (%s)", self.title, self.dir)
                 self.info = existing
                 lock.release()
@@ -117,12 +137,18 @@ class LocalServer(abc.ABC, Generic[I]):
             raise
         self._launched = True
 
+    def _private_dirs(self) -> None:
+        """The server's folder (and the data dir it is in) 0700, what is in them private."""
+        secure_data_dir(self.dir.parent)
+        private_dir(self.dir)
+
     def _spawn(self) -> None:
         command, state = self.prepare()
-        # The server outlives a crashed parent on purpose: the next start reuses it.
+        # The server outlives a crashed parent on purpose: the next start reuses it. Its
+        # umask keeps what it writes (the AOF and RDB, the JetStream store, its log) 0600.
         self._process = subprocess.Popen(
             command, cwd=str(self.dir), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+            stderr=subprocess.DEVNULL, start_new_session=True, umask=PRIVATE_UMASK)
         self._state = {"pid": self._process.pid, **state}
         self.info = self.info_from(self._state)  # what stop() asks, should it come to that
         self._deadline = time.monotonic() + self.start_timeout
@@ -132,13 +158,16 @@ class LocalServer(abc.ABC, Generic[I]):
         assert self._process is not None and info is not None
         # Valkey is up in ~40 ms here (30 of them calibrating its clock): look often.
         pauses = _pauses(cap=0.005)
+        port = self.tcp_port(info)
         while time.monotonic() < self._deadline:
             code = self._process.poll()
             if code is not None:
                 self._process = None
                 raise self.failure(f"{self.title} exited with code {code}; see its log in "
                                    f"{self.dir}")
-            if await self.answers(info):
+            # Until our child holds the port, whoever else took it gets nothing from us.
+            if (port is None or listens(self._process.pid, port) is not False) \
+                    and await self.answers(info):
                 break
             await asyncio.sleep(next(pauses))
         else:
@@ -196,9 +225,40 @@ class LocalServer(abc.ABC, Generic[I]):
 
     def _read_state(self) -> I | None:
         try:
-            return self.info_from(json.loads((self.dir / _STATE_FILE).read_text()))
+            state = json.loads((self.dir / _STATE_FILE).read_text())
+            self._state = {**state, "pid": int(state["pid"])}
+            return self.info_from(self._state)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def _trusted(self, info: I) -> bool:
+        """Whether the server the state file names is the one started on this folder, and
+        may be sent credentials (see the module's docstring)."""
+        pid = int(self._state["pid"])
+        who = identify(pid, self.executable(), self.dir)
+        port = self.tcp_port(info)
+        if who == "gone":
+            return False
+        if who == "other":
+            log.warning("%s's state names pid %d, now another program: starting a new one",
+                        self.title, pid)
+            return False
+        if port is None:  # a Unix socket in our own 0700 folder
+            return True
+        owner = listens(pid, port)
+        if owner:
+            return True
+        if owner is None or who == "ours":
+            # Ours but not on its port, or not to be told apart: another one started on
+            # this folder would share its files.
+            raise self.failure(
+                f"{self.title} of an earlier start (pid {pid}) may still run on {self.dir}, "
+                f"but it {'does not listen' if owner is False else 'cannot be shown to listen'}"
+                f" on port {port} where its state says; stop it, or remove "
+                f"{self.dir / _STATE_FILE} if it is not that server")
+        log.warning("port %d of %s's state is another program's now: starting a new one",
+                    port, self.title)
+        return False
 
 
 def _pauses(*, cap: float, first: float = 0.002) -> Iterator[float]:

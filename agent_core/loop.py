@@ -36,7 +36,7 @@ from .errors import (
 from .events import EventBus, EventType
 from .journal import Journal
 from .log import trace_context
-from .messages import Message
+from .messages import Message, Part
 from .model_turn import ModelTurn
 from .models.base import ModelAdapter
 from .parser import DecisionParser
@@ -151,7 +151,8 @@ class TaskLoop:
             run.emit(EventType.AGENT_STARTED, {
                 "task_id": state.task_id, "text": request.text[:2000],
                 "user_id": request.user_id, "model": self.model.name})
-            instruction = Message(role="user", content=request.text, kind="instruction")
+            instruction = Message(role="user", content=request.text, kind="instruction",
+                                  parts=list(request.parts))
             return await self._drive(run, [instruction], conversation)
 
     async def resume(
@@ -161,8 +162,9 @@ class TaskLoop:
         reply: str | None = None,
         approval: Approval | None = None,
         control: TaskControl | None = None,
+        parts: Sequence[Part] = (),
     ) -> TaskResult:
-        """Continue a paused task with the user's reply or a human's approval decision."""
+        """Continue a paused task with the user's reply (and its files) or an approval."""
         state = await self.store.load_task(task_id)
         if state is None:
             raise KeyError(f"no task {task_id!r}")
@@ -178,7 +180,7 @@ class TaskLoop:
             elif reply is not None:
                 if state.status != "asked_user":
                     raise ValueError(f"task {task_id!r} is not waiting for a reply")
-                first = [Message(role="user", content=reply, kind="user")]
+                first = [Message(role="user", content=reply, kind="user", parts=list(parts))]
             state.status, state.question, state.approval = "running", None, None
             timeout = self.config.task_timeout
             state.deadline_at = time.time() + timeout

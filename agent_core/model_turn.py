@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import tracing
+from .attachments.view import shows_images, with_images, without_images
 from .context.tokens import TokenCounter
 from .context.window import WindowPolicy, fit
-from .errors import ContextLengthError
+from .errors import ContextLengthError, ModelHTTPError
 from .events import EventType
 from .journal import Journal
 from .messages import Message
@@ -28,6 +29,9 @@ from .run import LoopConfig, Run
 from .toolcalls import VisibleStream
 
 log = logging.getLogger(__name__)
+
+#: What a task that was sent files has read, for the egress rule (as a private tool would).
+SENT_FILES = "sent files"
 
 
 class ModelTurn:
@@ -46,6 +50,8 @@ class ModelTurn:
         #: before it) are private data the task has read.
         self.private_tools: frozenset[str] = frozenset()
         self.native_tools = bool(getattr(model, "native_tools", True))
+        #: Whether images are shown to the model (LLM_VISION; "auto" until it refuses one).
+        self.sees_images = config.vision != "false"
         # The system message changes only with the plan and the archive's size: its count is
         # worth keeping (~0.1 ms of tokenizing per model call otherwise).
         self._system_tokens = functools.lru_cache(maxsize=256)(counter.count)
@@ -54,13 +60,33 @@ class ModelTurn:
         """The model's reply to the run's context as it is now."""
         messages = await self.context(run, shrink=False)
         try:
-            response = await self.complete(run, messages)
+            response = await self.complete_seeing(run, messages)
         except ContextLengthError:
             log.warning("context too long for the model; shrinking once and retrying")
             messages = await self.context(run, shrink=True)
-            response = await self.complete(run, messages)
+            response = await self.complete_seeing(run, messages)
         await self.journal.settle(run)  # nothing acts on an answer to messages not yet stored
         return response
+
+    async def complete_seeing(self, run: Run, messages: list[Message]) -> ModelResponse:
+        """``complete``, with the images people sent shown to a model that sees them. With
+        LLM_VISION=auto, a model that refuses an image (a 4xx naming images) is called
+        again without them, and from then on is not shown any."""
+        if not self.sees_images:
+            return await self.complete(run, without_images(messages))
+        shown = await with_images(messages)
+        if not shows_images(shown):
+            return await self.complete(run, shown)
+        try:
+            return await self.complete(run, shown)
+        except ModelHTTPError as exc:
+            if self.config.vision != "auto" or not 400 <= exc.status_code < 500 \
+                    or exc.status_code == 429 or "image" not in exc.body.lower():
+                raise
+            log.warning("the model refused an image (HTTP %d); LLM_VISION=auto goes on "
+                        "without images", exc.status_code)
+            self.sees_images = False
+            return await self.complete(run, without_images(messages))
 
     async def complete(self, run: Run, messages: list[Message]) -> ModelResponse:
         """One timed call, counted into the run's report."""
@@ -102,6 +128,8 @@ class ModelTurn:
         if self.private_tools:
             read = {m.name for m in window if m.role == "tool" and m.name in self.private_tools}
             state.private_reads.extend(sorted(read - set(state.private_reads)))
+        if SENT_FILES not in state.private_reads and any(m.parts for m in window):
+            state.private_reads.append(SENT_FILES)  # files people send are private data
         budget = self.config.prompt_budget
         if shrink:
             policy = WindowPolicy(max_messages=max(4, self.config.max_context_messages // 2),

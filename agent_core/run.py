@@ -45,6 +45,9 @@ class LoopConfig:
     on_store_outage: Literal["fail", "raise"] = "fail"
     #: Share of the limits a full window is evicted down to.
     evict_to: float = 0.6
+    #: Whether images people send are shown to the model (LLM_VISION): "auto" shows them
+    #: until the model refuses one.
+    vision: Literal["auto", "true", "false"] = "auto"
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> LoopConfig:
@@ -60,6 +63,7 @@ class LoopConfig:
             "context_tokens": settings.llm_context_tokens,
             "system_prompt": settings.agent_system_prompt,
             "repair_with_model": settings.llm_repair_with_model,
+            "vision": settings.llm_vision,
         }
         for name in ("max_context_messages", "context_warn_ratio", "max_observation_tokens",
                      "context_margin"):

@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     llm_context_tokens: int = Field(32_000, ge=512)
     llm_fallbacks: list[ModelSpec] = Field(default_factory=list)
     llm_repair_with_model: bool = False
+    llm_vision: Literal["auto", "true", "false"] = Field(
+        "auto", description="show images people send to the model: auto (until it refuses "
+        "one), true, or false (the model is told an image it cannot see is attached)")
 
     # --- agent loop --------------------------------------------------------------------
     agent_max_round: int = Field(15, ge=1, le=200)
@@ -193,6 +196,11 @@ class Settings(BaseSettings):
     @classmethod
     def _mcp_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
         return check_servers(value)
+
+    @field_validator("llm_vision", mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        return str(value).lower() if isinstance(value, bool | str) else value
 
     @field_validator("log_level", mode="before")
     @classmethod

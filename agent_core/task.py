@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from .ids import new_id
-from .messages import ToolCall
+from .messages import Part, ToolCall
 from .report import TaskReport
 from .tools.policies import TaskFailures
 
@@ -70,6 +70,8 @@ class TaskRequest:
     deadline: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     control: TaskControl | None = None
+    #: Files the person sent with the request (the instruction's parts).
+    parts: list[Part] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic_core import to_jsonable_python
+
 from .context.tokens import TokenCounter
 from .decisions import AgentDecision
 from .errors import ApprovalRequired, TaskInterrupted
@@ -98,6 +100,10 @@ class ToolTurn:
                     failures=run.runtime.failures, approved_by=approved_by)
             except ApprovalRequired as signal:
                 tool = self.executor.registry.get(call.name)
+                # What the approver is shown is what runs: the arguments as the tool
+                # validated them (coerced, defaults filled in), kept as the call's own.
+                call.arguments = to_jsonable_python(signal.arguments, fallback=str)
+                state.set_calls([call, *state.calls()[1:]])
                 state.approval = PendingApproval(
                     call_id=call.id, tool_name=call.name, arguments=call.arguments,
                     reason=signal.reason, side_effect=tool.side_effect if tool else "write",

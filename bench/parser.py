@@ -1,9 +1,10 @@
 """How long the decision parser takes per model output, in one run.
 
-Over the format corpus (tests/unit/test_toolcall_formats.py: every open model's tool-call
-format, reasoning, truncation, negatives) and the messy-JSON corpus
-(tests/unit/test_parser_corpus.py), and over plain prose answers (the common case, which
-must stay cheap): median and p99 of one parse, each output parsed many times.
+Over the format corpora (tests/unit/test_toolcall_formats.py and
+tests/unit/test_toolcall_upstream.py: every format read, reasoning, truncation, negatives)
+and the messy-JSON corpus (tests/unit/test_parser_corpus.py), and over plain prose answers
+(the common case, which must stay cheap): median and p99 of one parse, each output parsed
+many times.
 
     .venv/bin/python bench/parser.py [--rounds 200]
 
@@ -25,7 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 from agent_core import DecisionParser  # noqa: E402
 from agent_core.models.base import ModelResponse  # noqa: E402
-from tests.unit import test_parser_corpus, test_toolcall_formats  # noqa: E402
+from tests.unit import (  # noqa: E402
+    test_parser_corpus,
+    test_toolcall_formats,
+    test_toolcall_upstream,
+)
 
 PROSE = [
     "Sales grew 12% week over week, driven by the north region.",
@@ -57,14 +62,18 @@ def pct(values: list[float], q: float) -> float:
 
 def main(rounds: int) -> None:
     formats = DecisionParser(test_toolcall_formats.SCHEMAS, test_toolcall_formats.SCHEMAS)
+    upstream = DecisionParser(test_toolcall_upstream.SCHEMAS, test_toolcall_upstream.SCHEMAS)
     messy = DecisionParser(test_parser_corpus.TOOLS)
-    corpus = [(formats, ModelResponse(text=c[1])) for c in test_toolcall_formats.CASES]
-    corpus += [(messy, c[1]) for c in test_parser_corpus.CORPUS]
+    format_corpus = [(formats, ModelResponse(text=c[1])) for c in test_toolcall_formats.CASES]
+    format_corpus += [(upstream, ModelResponse(text=c[1])) for c in test_toolcall_upstream.CASES]
+    corpus = format_corpus + [(messy, c[1]) for c in test_parser_corpus.CORPUS]
+
+    def each(pairs: list[tuple[DecisionParser, ModelResponse]]) -> list[float]:
+        return [t for parser, response in pairs for t in timings(parser, [response], rounds)]
+
     rows = {
-        f"corpus ({len(corpus)} outputs)": [t for parser, response in corpus
-                                           for t in timings(parser, [response], rounds)],
-        f"format corpus ({len(test_toolcall_formats.CASES)})": timings(
-            formats, [ModelResponse(text=c[1]) for c in test_toolcall_formats.CASES], rounds),
+        f"corpus ({len(corpus)} outputs)": each(corpus),
+        f"format corpus ({len(format_corpus)})": each(format_corpus),
         f"plain prose ({len(PROSE)})": timings(formats, [ModelResponse(text=p) for p in PROSE],
                                                rounds),
     }

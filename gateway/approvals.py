@@ -4,11 +4,20 @@ A pending approval is a Redis hash (``Keys.approvals``) next to the task's state
 so any replica can resume the task after a restart. Deciding is one atomic step
 (pending → approved / rejected / expired, in a Lua script): double clicks, two approvers at
 once and replayed callbacks decide once, and everyone else is told who decided. Who may
-decide is checked here, on the server, from HERMES_APPROVERS, and fails closed.
+decide is checked here, on the server, from HERMES_APPROVERS, and fails closed; a button
+press counts only from the approval's own conversation, and a signed webhook link only for
+the source and requester it was signed for.
+
+The arguments stored with the approval are the ones the tool will run with (validated by
+the tool when the task paused); an approver's edit is validated by the tool too and
+replaces them in the same atomic step as the decision (the model's proposal is kept beside
+them), so what the prompt, the API and the audit show is what runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -18,10 +27,11 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
+from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
 from adapters.base import Channel, InboundMessage, OutboundMessage
-from agent_core import TaskResult
+from agent_core import TaskResult, ToolRegistry
 from agent_core.store import Keys, as_text, store_boundary
 
 from .access import Roles
@@ -31,9 +41,10 @@ from .settings import ApproverRule, GatewaySettings
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["decided", "already", "forbidden", "unknown", "expired"]
+Outcome = Literal["decided", "already", "forbidden", "unknown", "expired", "invalid"]
 
-# KEYS: approval hash, expiry zset   ARGV: new status, by, by_name, now, note, id
+# KEYS: approval hash, expiry zset   ARGV: new status, by, by_name, now, note, id, edited
+# arguments (JSON, '' for none)
 _DECIDE = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
@@ -45,6 +56,10 @@ if status ~= 'pending' then
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'decided_by', ARGV[2],
            'decided_by_name', ARGV[3], 'decided_at', ARGV[4], 'note', ARGV[5])
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[1], 'proposed_arguments', redis.call('HGET', KEYS[1], 'arguments'),
+             'arguments', ARGV[7])
+end
 redis.call('ZREM', KEYS[2], ARGV[6])
 return {'won', ARGV[2], ARGV[3]}
 """
@@ -66,8 +81,10 @@ class ApprovalService:
     """Opens approvals, decides them exactly once, expires them, updates their messages."""
 
     def __init__(self, redis: Redis, *, settings: GatewaySettings, channels: dict[str, Channel],
-                 router: Router, audit: AuditLog) -> None:
+                 router: Router, audit: AuditLog, tools: ToolRegistry | None = None) -> None:
         self.redis = redis
+        #: Validates an approver's edited arguments (None: edits are refused).
+        self.tools = tools
         self.settings = settings
         self.channels = channels
         self.router = router
@@ -75,6 +92,8 @@ class ApprovalService:
         self.roles = Roles.from_settings(settings)
         self.keys = Keys(settings.redis_prefix).approvals
         self._decide = redis.register_script(_DECIDE)
+        #: Approvals a caller in this process waits to see stored (``until_open``).
+        self._opening: dict[str, asyncio.Event] = {}
 
     # --- opening -------------------------------------------------------------------------
     async def open(self, result: TaskResult, msg: InboundMessage) -> OutboundMessage:
@@ -86,7 +105,8 @@ class ApprovalService:
         record: dict[str, str] = {
             "id": pending.id, "status": "pending", "task_id": result.task_id,
             "conversation_id": result.conversation_id, "channel": msg.channel,
-            "inbound": msg.model_dump_json(), "tool": pending.tool_name,
+            "source": str(msg.reply_target.get("source", "")) if msg.channel == "webhook"
+            else "", "inbound": msg.model_dump_json(), "tool": pending.tool_name,
             "arguments": json.dumps(pending.arguments, ensure_ascii=False, default=str),
             "reason": pending.reason, "requester": pending.requester or
             f"{msg.channel}:{msg.user_id}", "requester_name": msg.user_name or msg.user_id,
@@ -97,14 +117,37 @@ class ApprovalService:
         pipe.expire(self.keys.approval(pending.id), int(self.settings.task_retention))
         pipe.zadd(self.keys.expiry(), {pending.id: expires})
         await pipe.execute()
-        view = {"id": pending.id, "tool_name": pending.tool_name,
-                "arguments": pending.arguments, "reason": pending.reason,
-                "requester": record["requester_name"], "expires_at": expires}
+        if (opened := self._opening.get(pending.id)) is not None:
+            opened.set()
+        view = self._view(record)
         if msg.channel == "webhook":
-            view["approve_url"] = self.signed_url(msg, pending.id, "approve", expires)
-            view["reject_url"] = self.signed_url(msg, pending.id, "reject", expires)
+            view["approve_url"] = self.signed_url(record, "approve", expires)
+            view["reject_url"] = self.signed_url(record, "reject", expires)
         return msg.reply(f"Approval needed to run {pending.tool_name} ({pending.reason}).",
                          "approval", task_id=result.task_id, approval=view)
+
+    def _view(self, record: dict[str, str]) -> dict[str, Any]:
+        """What a prompt shows of an approval (``adapters.approvals`` renders it)."""
+        base = (self.settings.hermes_public_url or "").rstrip("/")
+        return {"id": record["id"], "tool_name": record["tool"],
+                "arguments": json.loads(record["arguments"]), "reason": record["reason"],
+                "requester": record["requester_name"],
+                "expires_at": float(record["expires_at"]),
+                "arguments_url": f"{base}/agent/approvals/{record['id']}" if base else ""}
+
+    async def until_open(self, approval_id: str) -> None:
+        """Until approval ``approval_id`` is stored, so that whoever is told a task waits
+        for it can decide it at once (the task pauses a moment before its approval is
+        opened). The caller bounds the wait."""
+        opened = self._opening.setdefault(approval_id, asyncio.Event())
+        try:
+            # Opened by a worker of another process: the store says so, not the event.
+            while not await self.redis.exists(self.keys.approval(approval_id)):
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.05):
+                        await opened.wait()
+        finally:
+            self._opening.pop(approval_id, None)
 
     async def remember_message(self, approval_id: str, ref: dict[str, Any] | None) -> None:
         """Keep where the approval prompt was posted, to update it once decided."""
@@ -128,28 +171,56 @@ class ApprovalService:
     # --- deciding ------------------------------------------------------------------------
     async def decide(self, approval_id: str, *, approved: bool, actor: str, actor_name: str,
                      note: str = "", arguments: dict[str, Any] | None = None,
-                     actor_role: str | None = None, principal: str = "") -> Decision:
+                     actor_role: str | None = None, principal: str = "",
+                     place: tuple[str, str] | None = None) -> Decision:
         """Apply one person's decision, exactly once; tells the others what happened.
         ``actor_role``: the role the actor's credential proved (an API key's; None: from
-        HERMES_ROLES); ``principal``: the API key that decided for ``actor``, audited."""
+        HERMES_ROLES); ``principal``: the API key that decided for ``actor``, audited;
+        ``place``: the channel and conversation a button was pressed in (a press anywhere
+        but the approval's own conversation changes nothing); ``arguments``: the approver's
+        edit, validated by the tool before anything is decided."""
         record = await self.get(approval_id)
         if record is None:
             return Decision("unknown", message="This approval is no longer known here (it "
                             "was decided long ago or never existed); nothing was changed.")
+        if place is not None and place != (record["channel"], record["conversation_id"]):
+            return Decision("forbidden", message="This approval belongs to another "
+                            "conversation: it can only be decided where it was asked. Nothing "
+                            "was changed.")
         if record["status"] != "pending":
             return self._already(record["status"], record.get("decided_by_name", ""))
         if not self.may_decide(record, actor, approved=approved, role=actor_role):
             return Decision("forbidden", message="You can't approve this request: it needs "
                             "someone with permission for this tool. Nothing was changed.")
+        edited = self._edited(record["tool"], arguments) if approved and arguments is not None \
+            else None
+        if isinstance(edited, Decision):
+            return edited
         status = "approved" if approved else "rejected"
-        won, _, by_name = await self._transition(approval_id, status, actor, actor_name, note)
+        won, _, by_name = await self._transition(approval_id, status, actor, actor_name, note,
+                                                 edited=edited)
         if won != "won":
             return self._already(won, by_name)
-        await self._after(record, status, actor, actor_name, note=note, arguments=arguments,
+        if edited is not None:
+            record = {**record, "proposed_arguments": record["arguments"],
+                      "arguments": json.dumps(edited, ensure_ascii=False)}
+        await self._after(record, status, actor, actor_name, note=note, arguments=edited,
                           principal=principal)
         verb = "Approved" if approved else "Rejected"
         return Decision("decided", status=status, by=actor, by_name=actor_name,
                         message=f"{verb}. The task continues.")
+
+    def _edited(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any] | Decision:
+        """The approver's edited arguments as the tool will run them, or why not."""
+        tool = self.tools.get(tool_name) if self.tools is not None else None
+        if tool is None:
+            return Decision("invalid", message=f"The arguments of {tool_name!r} cannot be "
+                            "checked here, so they cannot be edited. Nothing was changed.")
+        try:
+            return dict(to_jsonable_python(tool.validate(arguments), fallback=str))
+        except ValueError as exc:
+            return Decision("invalid", message=f"The edited arguments are not valid for "
+                            f"{tool_name!r}: {exc}. Nothing was changed.")
 
     def _already(self, status: str, by_name: str) -> Decision:
         if status == "expired":
@@ -160,10 +231,12 @@ class ApprovalService:
                         message=f"Already {status} by {by_name or 'someone else'}.")
 
     async def _transition(self, approval_id: str, status: str, actor: str, actor_name: str,
-                          note: str) -> tuple[str, str, str]:
+                          note: str, *, edited: dict[str, Any] | None = None
+                          ) -> tuple[str, str, str]:
         result = await self._decide(
             keys=[self.keys.approval(approval_id), self.keys.expiry()],
-            args=[status, actor, actor_name, repr(time.time()), note, approval_id])
+            args=[status, actor, actor_name, repr(time.time()), note, approval_id,
+                  "" if edited is None else json.dumps(edited, ensure_ascii=False)])
         return tuple(as_text(v) for v in result)  # type: ignore[return-value]
 
     def may_decide(self, record: dict[str, str], actor: str, *, approved: bool,
@@ -189,9 +262,11 @@ class ApprovalService:
                      *, note: str, arguments: dict[str, Any] | None,
                      principal: str = "") -> None:
         """Audit, resume the task (behind the conversation's other work), update buttons."""
+        proposed = record.get("proposed_arguments")
         await self.audit.record({
             "type": "approval", "approval_id": record["id"], "decision": status,
             "tool": record["tool"], "arguments": json.loads(record["arguments"]),
+            "proposed_arguments": json.loads(proposed) if proposed else None,
             "requester": record["requester"], "decided_by": actor,
             **({"principal": principal} if principal else {}), "note": note,
             "edited_arguments": arguments, "conversation_id": record["conversation_id"],
@@ -205,18 +280,22 @@ class ApprovalService:
 
     async def _update_message(self, record: dict[str, str], status: str, actor: str,
                               actor_name: str) -> None:
+        """The prompt becomes the decision: the same approval (with the arguments that run),
+        its buttons replaced by who decided."""
         ref = json.loads(record.get("message_ref") or "null")
         channel = self.channels.get(record["channel"])
         if not ref or channel is None:
             return
-        mark = {"approved": "✅ Approved", "rejected": "❌ Rejected",
-                "expired": "⌛ Expired"}[status]
-        who = f" by {actor_name}" if status != "expired" else " without a decision"
-        text = f"{mark}{who}: {record['tool']} {record['arguments'][:300]}"
+        view = self._view(record)
+        view["decision"] = {"status": status, "by": actor, "by_name": actor_name,
+                            "edited": bool(record.get("proposed_arguments"))}
+        inbound = InboundMessage.model_validate_json(record["inbound"])
+        decided = inbound.reply(f"{status.capitalize()}: {record['tool']}", "approval",
+                                task_id=record["task_id"], approval=view)
         try:
-            updater = getattr(channel, "replace_prompt", None)
-            if updater is not None:
-                await updater(ref, text)
+            await channel.show_decision(ref, decided)
+        except NotImplementedError:
+            pass
         except Exception as exc:  # the decision stands even if the message cannot change
             log.warning("could not update the approval message: %s", exc)
 
@@ -241,22 +320,38 @@ class ApprovalService:
         return expired
 
     # --- signed webhook links ------------------------------------------------------------
-    def signed_url(self, msg: InboundMessage, approval_id: str, decision: str,
-                   expires: float) -> str:
-        """A link that decides the approval, signed with the webhook source's secret."""
-        source = str(msg.reply_target.get("source", ""))
+    def signed_url(self, record: dict[str, str], decision: str, expires: float) -> str:
+        """A link that decides the approval, signed with the webhook source's secret and
+        bound to the source and the requester it was sent for."""
+        source = record["source"]
         exp = str(int(expires))
-        sig = approval_signature(self._secret(source), approval_id, decision, exp)
+        sig = approval_signature(self._secret(source), source=source,
+                                 requester=record["requester"], approval_id=record["id"],
+                                 decision=decision, exp=exp)
         base = (self.settings.hermes_public_url or "").rstrip("/")
-        return f"{base}/webhook/{source}/approvals/{approval_id}/{decision}?exp={exp}&sig={sig}"
+        return f"{base}/webhook/{source}/approvals/{record['id']}/{decision}?exp={exp}&sig={sig}"
+
+    def link_matches(self, record: dict[str, str], *, source: str, decision: str, exp: str,
+                     sig: str) -> bool:
+        """Whether a link signed for ``source`` decides this approval: the approval was asked
+        through that source, and the signature covers its id, the decision, the expiry,
+        the source and the approval's requester."""
+        if record.get("channel") != "webhook" or record.get("source") != source \
+                or not self._secret(source):
+            return False
+        expected = approval_signature(self._secret(source), source=source,
+                                      requester=record["requester"], approval_id=record["id"],
+                                      decision=decision, exp=exp)
+        return hmac.compare_digest(expected, sig)
 
     def _secret(self, source: str) -> str:
         secret = self.settings.hermes_webhook_secrets.get(source)
         return secret.get_secret_value() if secret is not None else ""
 
 
-def approval_signature(secret: str, approval_id: str, decision: str, exp: str) -> str:
-    """HMAC-SHA256 of "<id>:<decision>:<expiry>" with the source's secret."""
-    message = f"{approval_id}:{decision}:{exp}".encode()
+def approval_signature(secret: str, *, source: str, requester: str, approval_id: str,
+                       decision: str, exp: str) -> str:
+    """HMAC-SHA256 with the source's secret of
+    ``"<source>\n<requester>\n<id>\n<decision>\n<expiry>"``."""
+    message = "\n".join((source, requester, approval_id, decision, exp)).encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-

@@ -2,19 +2,22 @@
 
 Entries go to a Redis stream (``Keys.audit``, capped at about a million entries) and,
 when HERMES_AUDIT_FILE is set, to a JSON-lines file as well (appended under a file lock, so
-several processes on one host never interleave lines).
+several processes on one host never interleave lines; the file is 0600, its folder 0700 when
+made here).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
 
+from agent_core.datadir import private_dir, tighten_file
 from agent_core.filelock import FileLock
 from agent_core.store import Keys, store_boundary
 
@@ -31,6 +34,7 @@ class AuditLog:
         self.key = Keys(prefix).audit()
         self.file = file
         self._lock = FileLock(str(file) + ".lock") if file else None
+        self._private = False  # the file's mode checked (tighten_file) since this started
 
     async def record(self, entry: dict[str, Any]) -> None:
         """Append one entry (a ``ts`` is added when missing)."""
@@ -42,9 +46,15 @@ class AuditLog:
 
     def _append_line(self, line: str) -> None:
         assert self.file is not None and self._lock is not None
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock, self.file.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        private_dir(self.file.parent)
+        with self._lock:
+            # 0600 when created; one left readable by others is made private, once.
+            fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                if not self._private:
+                    self._private = True
+                    tighten_file(self.file)
+                handle.write(line + "\n")
 
     async def query(self, *, conversation_id: str | None = None, user: str | None = None,
                     tool: str | None = None, since: float | None = None,

@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any, NoReturn
 
 from agent_core import ConfigError, HermesError, Settings, TaskRequest, load_settings
+from agent_core.datadir import PRIVATE_UMASK
 from agent_core.ids import new_id
 from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    # Whatever this process and its children (the embedded servers, MCP servers, isolated
+    # tools) create is for the service's user alone: docs/safety.md "The data directory".
+    os.umask(PRIVATE_UMASK)
     skip_httpx_cli()
     parser = _parser()
     args = parser.parse_args(argv)
@@ -102,10 +106,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
-    from aiohttp import web
-
     from .app import create_app
     from .guard import is_loopback
+    from .httpserver import ConnectionLimits, serve
     from .metrics import use_multiprocess_dir
     from .processes import Siblings, as_child, check_port_free
 
@@ -147,9 +150,11 @@ def _cmd_serve(args: argparse.Namespace, settings: GatewaySettings) -> int:
         # The others get the same grace for their tasks, and time to close their store.
         Siblings(processes, host, port,
                  stop_timeout=settings.hermes_shutdown_grace + 10).attach(app)
-    web.run_app(app, host=host, port=port, access_log=None, print=None,
-                shutdown_timeout=SHUTDOWN_TIMEOUT, backlog=LISTEN_BACKLOG, reuse_port=shared,
-                loop=new_event_loop(settings.hermes_event_loop))
+    limits = ConnectionLimits(header_timeout=settings.hermes_header_timeout,
+                              max_connections=settings.hermes_max_connections)
+    serve(app, host=host, port=port, limits=limits, shutdown_timeout=SHUTDOWN_TIMEOUT,
+          backlog=LISTEN_BACKLOG, reuse_port=shared,
+          loop=new_event_loop(settings.hermes_event_loop))
     return 0
 
 

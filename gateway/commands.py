@@ -1,5 +1,11 @@
 """Chat commands understood on every channel: /help, /status, /reset, /stop, /forget,
-/schedule, /schedules, /unschedule, /workflow."""
+/schedule, /schedules, /unschedule, /workflow.
+
+Commands that change what others have are checked like anything else that decides: /stop
+stops only the running task of the person who sent it (an administrator's stops any);
+/reset and /forget in a group are for administrators (in a direct conversation the person
+is its only member). A refusal says why and changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from adapters.base import InboundMessage
 from agent_core.store import RedisConversationStore
 
 from .access import Roles
-from .queue import WorkQueue
+from .queue import WorkItem, WorkQueue
 from .scheduler import Job, Scheduler, place_of
 from .settings import GatewaySettings
 
@@ -75,16 +81,17 @@ class Commands:
             case "status":
                 return await self._status(cid)
             case "stop":
-                if not await self.queue.is_busy(cid):
-                    return "Nothing is running in this conversation."
-                await self.queue.signal(cid, "stop")
-                return "Stopping the running task."
+                return await self._stop(msg)
             case "reset":
+                if refusal := self._refuse_group_wide(msg, "start a fresh session"):
+                    return refusal
                 if await self.queue.is_busy(cid):
                     await self.queue.signal(cid, "stop")
                 await self.store.reset(cid)
                 return "Started a fresh session. Older messages are archived and searchable."
             case "forget":
+                if refusal := self._refuse_group_wide(msg, "delete what it stored"):
+                    return refusal
                 if await self.queue.is_busy(cid):
                     await self.queue.signal(cid, "stop")
                 await self.store.forget(cid)
@@ -101,6 +108,27 @@ class Commands:
             case unknown:
                 assert_never(unknown)
 
+    async def _stop(self, msg: InboundMessage) -> str:
+        """Stop the running task: its requester's or an administrator's command."""
+        cid = msg.conversation_id
+        running = await self.queue.running(cid)
+        if running is None:
+            return "Nothing is running in this conversation."
+        identity = f"{msg.channel}:{msg.user_id}"
+        if identity not in _requesters(running) \
+                and not self.roles.is_admin(self.roles.role_of_sender(msg)):
+            return ("Only the person who asked for the running task, or an administrator, can "
+                    "stop it. Nothing was stopped.")
+        await self.queue.signal(cid, "stop", running.task_id)
+        return "Stopping the running task."
+
+    def _refuse_group_wide(self, msg: InboundMessage, what: str) -> str | None:
+        """Why ``msg``'s sender may not change the whole conversation, or None if they may:
+        in a group only an administrator may."""
+        if msg.is_direct or self.roles.is_admin(self.roles.role_of_sender(msg)):
+            return None
+        return (f"In a group only an administrator can {what} for everyone here. Nothing was "
+                "changed.")
 
     async def _schedule(self, msg: InboundMessage) -> str:
         if self.scheduler is None:
@@ -174,6 +202,14 @@ class Commands:
         if snap.plan:
             lines.append(f"plan: {snap.plan.splitlines()[0]}")
         return "\n".join(lines)
+
+
+def _requesters(item: WorkItem) -> set[str]:
+    """Who asked for the task of a queued item: its sender; for a scheduled run, the job's
+    identity and its owner."""
+    if item.kind == "scheduled" and item.schedule is not None:
+        return {str(item.schedule.get("run_as", "")), str(item.schedule.get("owner", ""))}
+    return {f"{item.inbound.channel}:{item.inbound.user_id}"}
 
 
 def _when(ts: float | None, zone: str) -> str:

@@ -127,7 +127,8 @@ class Edits:
         if not raw:
             return InteractionReply(GONE, refused=True)
         edit = InboundMessage.model_validate_json(raw)
-        if edit.user_id != press.user_id:
+        if edit.user_id != press.user_id or edit.channel != press.channel or (
+                press.conversation_id and press.conversation_id != edit.conversation_id):
             return InteractionReply("Only the person who edited the message can run it.",
                                     refused=True)
         fresh = edit.model_copy(update={"edit_of": None, "id": new_id(),
@@ -136,8 +137,7 @@ class Edits:
         if routed.status not in ("queued", "steered"):
             return InteractionReply("It is already running.", refused=True)
         return InteractionReply("Running the edited message.",
-                                replace_prompt=f"{press.prompt_text}\n→ run again "
-                                               f"({press.user_name})")
+                                chosen="run the edited message")
 
 
 async def _unset(message: InboundMessage, /) -> Routed:

@@ -10,6 +10,10 @@ The text a model streams (MODEL_DELTA, one event per token or so) is written too
 the web chat shows the answer as it is written, also after a reload, from any replica:
 a batch that holds only such pieces lingers longer (``_DELTA_LINGER``), and the pieces of
 one task next to each other in a batch are written as one event.
+
+Followers (``follow``: the SSE endpoint, a synchronous run waiting on another replica)
+share one blocking read per process (``gateway.followers``), so however many follow, they
+hold one of the store's blocking connections.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from agent_core import Event, _json
-from agent_core.store import Keys, as_text, store_boundary, unavailable
+from agent_core.store import Keys, as_text, store_boundary
+
+from .followers import Followers
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +79,7 @@ class EventLog:
         self._writer: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._watchers: dict[str, _Watcher] = {}
+        self._followers = Followers(self.blocking, redis, _row)
         self._xadd_sha = redis.register_script(_XADD_MANY).sha
 
     def start(self) -> None:
@@ -80,13 +87,14 @@ class EventLog:
         self._writer = asyncio.create_task(self._write_loop(), name="eventlog-writer")
 
     async def stop(self) -> None:
-        """Write what is pending, then stop."""
+        """Write what is pending, then stop (the followers' read too)."""
         if self._writer is not None:
             self._stopping = True
             self._wake()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
             self._writer = None
+        await self._followers.aclose()
 
     def close_followers(self) -> None:
         """End every ``follow`` and ``watch`` now, and those started later at once (the
@@ -95,6 +103,7 @@ class EventLog:
         self._closing.set()
         for watcher in self._watchers.values():
             watcher.wake()
+        self._followers.wake_all()
 
     def __call__(self, event: Event) -> None:
         """EventBus handler."""
@@ -198,39 +207,34 @@ class EventLog:
     async def follow(self, task_id: str, after: str = "0-0", *, poll: float = 2.0
                      ) -> AsyncGenerator[dict[str, Any], None]:
         """Recorded events after ``after``, then new ones as they come (from any replica),
-        until ``close_followers``."""
+        until ``close_followers``; a KEEPALIVE item after each ``poll`` seconds without
+        one. StoreUnavailableError when the store cannot be read."""
         last = after
         for item in await self.read(task_id, last):
             last = item["id"]
             yield item
-        closing = asyncio.ensure_future(self._closing.wait())
-        reading: asyncio.Future[Any] | None = None
+        if self._closing.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        follower = self._followers.join(self.keys.task_events(task_id), last)
         try:
             while not self._closing.is_set():
-                reading = asyncio.ensure_future(self._read_new(task_id, last, poll))
-                await asyncio.wait((reading, closing), return_when=asyncio.FIRST_COMPLETED)
-                if not reading.done():
-                    return
-                rows: Any = reading.result()
-                if not rows:
-                    yield {"id": None, "type": "KEEPALIVE"}
+                if follower.found:
+                    yield follower.found.popleft()
                     continue
-                for _, entries in rows:
-                    for r in entries:
-                        item = _row(r)
-                        last = item["id"]
-                        yield item
+                if follower.error is not None:
+                    raise follower.error
+                follower.waiter = loop.create_future()
+                timer = loop.call_later(poll, follower.wake, True)
+                try:
+                    timed_out = await follower.waiter
+                finally:
+                    timer.cancel()
+                    follower.waiter = None
+                if timed_out and not follower.found:
+                    yield {"id": None, "type": "KEEPALIVE"}
         finally:
-            closing.cancel()
-            if reading is not None and not reading.done():
-                reading.cancel()
-                await asyncio.wait((reading,))
-
-
-    @unavailable
-    async def _read_new(self, task_id: str, after: str, poll: float) -> Any:
-        return await self.blocking.xread({self.keys.task_events(task_id): after},
-                                         block=int(poll * 1000), count=500)
+            self._followers.leave(follower)
 
 
 def _joined(events: list[Event]) -> list[Event]:

@@ -19,6 +19,8 @@ from adapters.base import Channel, InboundMessage
 from adapters.live import LiveChannel
 from agent_core import (
     Approval,
+    Event,
+    EventType,
     TaskControl,
     TaskRequest,
     TaskResult,
@@ -36,9 +38,10 @@ from agent_core.lifecycle import (
 from agent_core.report import TaskReport
 from agent_core.runtime import Runtime
 from agent_core.settings import missing_model_message
-from agent_core.tools.sandbox import sandbox_dir
+from agent_core.tools.sandbox import inbox_dir, sandbox_dir
 
 from .access import Roles
+from .inbox import Inbox, Received
 from .live import LiveReplies
 from .progress import ProgressRelay
 from .queue import Head, WorkItem, WorkQueue
@@ -55,7 +58,7 @@ class Execution:
     def __init__(self, *, runtime: Runtime, queue: WorkQueue, channels: dict[str, Channel],
                  progress: ProgressRelay, replies: Replies, settings: GatewaySettings,
                  model_ready: bool, workflows: WorkflowTasks | None = None,
-                 live: LiveReplies | None = None) -> None:
+                 live: LiveReplies | None = None, inbox: Inbox | None = None) -> None:
         self.runtime = runtime
         self.queue = queue
         self.channels = channels
@@ -68,6 +71,8 @@ class Execution:
         self.model_ready = model_ready
         #: Runs ``/workflow`` tasks (with the hub).
         self.workflows = workflows
+        #: Receives the files that come with messages (None: they are not read).
+        self.inbox = inbox
         self._running: dict[str, asyncio.Future[TaskResult]] = {}
 
     def cancel(self, task_id: str) -> None:
@@ -92,7 +97,8 @@ class Execution:
         control = TaskControl(interrupted=self._interrupted(msg.conversation_id, item.task_id),
                               steering=self._steering(msg.conversation_id))
         runner: Awaitable[TaskResult]
-        step = next_step(item.kind, head.task, head.waiting)
+        step = next_step(item.kind, head.task, head.waiting,
+                         sender=f"{msg.channel}:{msg.user_id}")
         match step:
             case Skip():
                 return None
@@ -118,9 +124,11 @@ class Execution:
             case Recover():
                 runner = loop.recover(item.task_id, control=control)  # its worker died
             case AnswerWaiting(task_id=waiting):
+                received = await self._receive(item)
                 await self.runtime.store.set_waiting(msg.conversation_id, None)
                 await self._mark_merged(item.task_id, waiting, msg)
-                runner = loop.resume(waiting, reply=msg.text, control=control)
+                runner = loop.resume(waiting, reply=_said(msg, received), control=control,
+                                     parts=received.parts)
             case Start(unattended=True):
                 assert item.schedule is not None
                 runner = loop.run(self._request(
@@ -128,12 +136,31 @@ class Execution:
                     preapproved_tools=list(item.schedule["preapproved_tools"]),
                     job_id=item.schedule["job_id"]))
             case Start():
-                runner = loop.run(self._request(item, f"{msg.channel}:{msg.user_id}", control,
-                                                user_name=msg.user_name),
-                                  conversation=head.conversation)
+                received = await self._receive(item)
+                request = self._request(item, f"{msg.channel}:{msg.user_id}", control,
+                                        user_name=msg.user_name)
+                request.text, request.parts = _said(msg, received), received.parts
+                runner = loop.run(request, conversation=head.conversation)
             case unknown:
                 assert_never(unknown)
         return await self._follow(item, runner)
+
+    async def _receive(self, item: WorkItem) -> Received:
+        """The files of the item's message, received into its conversation's inbox; what
+        the person is told about them (refusals, what a voice note said) goes out first,
+        and to the task's event stream."""
+        msg = item.inbound
+        if self.inbox is None or not msg.attachments:
+            return Received()
+        received = await self.inbox.receive(msg, item.task_id)
+        self.runtime.bus.emit(Event(EventType.FILES_RECEIVED, item.task_id,
+                                    msg.conversation_id, 0, {
+                                        "files": [_shown(p.to_dict()) for p in received.parts],
+                                        "notices": received.notices}, task_id=item.task_id))
+        if received.notices:
+            await self.replies.deliverer.deliver(msg.reply("\n".join(received.notices),
+                                                           "notice"))
+        return received
 
     async def reread(self, head: Head) -> Head:
         """``head`` with its task (and the waiting one) as the store has them now: after an
@@ -190,6 +217,8 @@ class Execution:
                                 item.task_id),
             data_dir=self.settings.hermes_data_dir,
             extra={**self.settings.tool_extra(), "channel": msg.channel,
+                   "inbox": str(inbox_dir(self.settings.hermes_data_dir,
+                                          msg.conversation_id)),
                    "reply_target": msg.reply_target, **extra,
                    **({"traceparent": item.traceparent} if item.traceparent else {})},
             control=control)
@@ -216,3 +245,14 @@ class Execution:
             return [item.inbound.text for item in await self.queue.take_steering(cid)]
 
         return steering
+
+
+def _said(msg: InboundMessage, received: Received) -> str:
+    """What the person said: the message's text, and the speech of its voice notes."""
+    said = "\n\n".join(t for t in (msg.text, received.transcript) if t)
+    return said or ("" if received.parts else "(empty)")
+
+
+def _shown(part: dict[str, Any]) -> dict[str, Any]:
+    """A part as the event stream shows it: no text, no path on the gateway's disk."""
+    return {k: v for k, v in part.items() if k not in ("text", "rendition")}

@@ -2,10 +2,12 @@
 feedback on answers (``feedback.py``) and "run the edited message" (``edits.py``).
 
 The channels turn a press into an ``Interaction`` and render the ``InteractionReply``.
-Approval buttons carry only the approval id; who pressed is checked by ApprovalService. A
-choice button carries the asking task's id and the answer's index: the chosen answer is
-routed into the conversation like a message the user typed (at most once per question),
-which resumes the task waiting for it.
+Approval buttons carry only the approval id; who pressed, and in which conversation, is
+checked by ApprovalService. A choice button carries the asking task's id and the answer's
+index, which the presser's client can forge (Telegram's callback_data): a choice counts
+only when pressed in the conversation that asked, by the person it was asked of (or an
+administrator). The chosen answer is then routed into that conversation like a message the
+user typed (at most once per question), which resumes the task waiting for it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import assert_never
 
 from adapters.base import InboundMessage, Interaction, InteractionReply
 from agent_core.store import ConversationStore
+from agent_core.tools.context import ALL_PERMISSIONS
 
+from .access import Roles
 from .approvals import ApprovalService
 from .edits import Edits
 from .feedback import Feedback
@@ -27,17 +31,21 @@ NOT_OURS = "This button is not known here."
 NOT_OPEN = "That question is no longer open."
 GONE = "That message is gone."
 ANSWERED = "That question was already answered."
+ELSEWHERE = "That question was asked in another conversation; nothing was sent."
+NOT_YOURS = ("That question was asked of someone else: only they (or an administrator) can "
+             "answer it. Nothing was sent.")
 
 
 class Interactions:
     """Decides on the presses of the buttons the channels render (an ``Interact``)."""
 
     def __init__(self, *, approvals: ApprovalService, router: Router,
-                 store: ConversationStore, feedback: Feedback | None = None,
+                 store: ConversationStore, roles: Roles, feedback: Feedback | None = None,
                  edits: Edits | None = None) -> None:
         self.approvals = approvals
         self.router = router
         self.store = store
+        self.roles = roles
         self.feedback = feedback
         self.edits = edits
 
@@ -47,7 +55,8 @@ class Interactions:
             case "approval":
                 decision = await self.approvals.decide(
                     press.target, approved=press.approved,
-                    actor=f"{press.channel}:{press.user_id}", actor_name=press.user_name)
+                    actor=f"{press.channel}:{press.user_id}", actor_name=press.user_name,
+                    place=(press.channel, press.conversation_id))
                 return InteractionReply(decision.message,
                                         refused=decision.outcome != "decided")
             case "choice":
@@ -66,6 +75,11 @@ class Interactions:
         state = await self.store.load_task(press.target) if press.target else None
         if state is None:
             return InteractionReply(NOT_OPEN, refused=True)
+        if press.conversation_id != state.conversation_id:  # ids name their channel
+            return InteractionReply(ELSEWHERE, refused=True)
+        presser = f"{press.channel}:{press.user_id}"
+        if presser != state.user_id and not self.roles.allows(presser, ALL_PERMISSIONS):
+            return InteractionReply(NOT_YOURS, refused=True)
         if state.status != "asked_user":
             return InteractionReply(ANSWERED, refused=True)
         choices = state.question.choices if state.question else []
@@ -82,5 +96,4 @@ class Interactions:
             space_id=press.space_id, room_id=press.room_id))
         if routed.status not in ("queued", "steered"):
             return InteractionReply(ANSWERED, refused=True)
-        return InteractionReply("Sent.", replace_prompt=f"{press.prompt_text}\n→ {choice} "
-                                                        f"({press.user_name})")
+        return InteractionReply("Sent.", chosen=choice)

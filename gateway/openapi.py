@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from agent_core.store.keys import CONVERSATION_ID
-from agent_core.task import ALL_STATUSES
 
-#: The longest interval of a schedule, in seconds (gateway/scheduler.py): ten years.
-MAX_EVERY = 10 * 366 * 86400
+from . import openapi_schemas as S
+from .openapi_schemas import BASE64, MAX_EVERY
+
+__all__ = ["ATTACHMENT_NAME", "BASE64", "MAX_AUDIT_LIMIT", "MAX_EVERY", "MAX_HISTORY",
+           "MAX_UNIX_SECONDS", "spec"]
 
 #: The bounds the audit log's query parameters are held to (gateway/api/audit.py): Unix
 #: seconds in the year 5000 (later than anything logged, small enough for a stream id).
@@ -16,104 +18,6 @@ MAX_UNIX_SECONDS = 95_617_584_000
 MAX_AUDIT_LIMIT = 1000
 #: The most tasks GET /agent/conversations/{id}/messages reads back.
 MAX_HISTORY = 200
-
-_TASK = {
-    "type": "object",
-    "properties": {
-        "task_id": {"type": "string"}, "conversation_id": {"type": "string"},
-        "status": {"type": "string", "enum": list(ALL_STATUSES)},
-        "text": {"type": ["string", "null"], "description": "what the user was told"},
-        "answer": {"type": ["string", "null"]},
-        "question": {"type": ["object", "null"]},
-        "approval": {"type": ["object", "null"]},
-        "error": {"type": ["string", "null"]},
-        "report": {"type": ["object", "null"], "description": "TaskReport"},
-        "rounds": {"type": "integer"},
-        "created_at": {"type": "number"}, "updated_at": {"type": "number"},
-        "continued_in": {"type": ["string", "null"]},
-        "events_url": {"type": "string"},
-    },
-    "required": ["task_id", "status", "conversation_id"],
-}
-_HISTORY = {
-    "type": "object", "required": ["conversation_id", "messages", "open_tasks"],
-    "properties": {
-        "conversation_id": {"type": "string"},
-        "messages": {"type": "array", "items": {
-            "type": "object", "required": ["task_id", "role", "text", "status", "at"],
-            "properties": {"task_id": {"type": "string"},
-                           "role": {"type": "string", "enum": ["user", "assistant"]},
-                           "text": {"type": "string"},
-                           "status": {"type": "string", "enum": list(ALL_STATUSES)},
-                           "at": {"type": "number"}}}},
-        "open_tasks": {"type": "array", "description": "under way or waiting for a person",
-                       "items": {"type": "object", "required": ["task_id", "status"],
-                                 "properties": {
-                                     "task_id": {"type": "string"},
-                                     "status": {"type": "string", "enum": list(ALL_STATUSES)},
-                                     "text": {"type": ["string", "null"]},
-                                     "approval": {"type": ["object", "null"]},
-                                     "question": {"type": ["object", "null"]},
-                                     "events_url": {"type": "string"}}}},
-    },
-}
-_ERROR = {"type": "object", "properties": {"error": {"type": "string"}},
-          "required": ["error"]}
-_RUN = {
-    "type": "object", "additionalProperties": False, "required": ["text"],
-    "properties": {
-        "text": {"type": "string", "minLength": 1, "maxLength": 20000},
-        "conversation_id": {"type": ["string", "null"],
-                            "pattern": "^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,150}$",
-                            "description": "your id for the conversation; memory is kept per id"},
-        "user_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
-    },
-}
-
-
-def _trigger(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """One kind of schedule trigger: its own field, the others absent or null."""
-    others = {k: {"type": "null"} for k in ("cron", "every", "at") if k != kind}
-    return {"type": "object", "additionalProperties": False, "required": [kind],
-            "properties": {kind: schema, **others,
-                           "timezone": {"type": ["string", "null"]}}}
-
-
-_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_JOB = {
-    "type": "object", "required": ["prompt", "trigger", "target"],
-    "properties": {
-        "id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
-        "name": {"type": "string", "maxLength": 200},
-        "prompt": {"type": "string", "minLength": 1, "maxLength": 20000},
-        "trigger": {"description": "exactly one of cron (a valid crontab), every (seconds) "
-                                   "or at, and optionally timezone (an IANA zone)",
-                    "oneOf": [_trigger("cron", {"type": "string"}),
-                              _trigger("every", {"type": "number", "exclusiveMinimum": 0,
-                                                 "maximum": MAX_EVERY}),
-                              _trigger("at", {"type": "string", "format": "date-time"})]},
-        "target": {"type": "object", "additionalProperties": False, "required": ["channel"],
-                   "properties": {
-                       "channel": {"enum": ["slack", "telegram", "webhook", "api", "webchat"]},
-                       "address": {"type": "object"}}},
-        "run_as": {"type": "string", "minLength": 3, "maxLength": 200,
-                   "description": "an admin's only: anyone else's jobs run as themselves"},
-        "role": {"type": ["string", "null"],
-                 "description": "the role run_as has (the creating key's); computed"},
-        "owner": {"type": "string"},
-        "preapproved_tools": {"type": "array", "items": {"type": "string"}},
-        "paused": {"type": "boolean"},
-        "misfire_grace": {"type": ["number", "null"], "minimum": 0},
-        "created_at": {"type": "number"}, "next_run_at": {"type": ["number", "null"]},
-        "last_run": {"type": ["object", "null"]},
-    },
-}
-#: What a client sends: the same fields, no others; the computed ones are ignored.
-_COMPUTED = {"description": "computed by the gateway; ignored when sent"}
-_JOB_IN = {**_JOB, "additionalProperties": False, "properties": {
-    **cast(dict[str, Any], _JOB["properties"]),
-    **dict.fromkeys(("created_at", "next_run_at", "last_run"), _COMPUTED)}}
-
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
@@ -124,7 +28,7 @@ ATTACHMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    return {str(c): _json(_ERROR, "error with a reason") for c in codes}
+    return {str(c): _json(S.ERROR, "error with a reason") for c in codes}
 
 
 def _workflow_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -206,7 +110,10 @@ def spec() -> dict[str, Any]:
     task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}
     cid = {"name": "conversation_id", "in": "path", "required": True,
            "schema": {"type": "string", "pattern": CONVERSATION_ID.pattern}}
-    run_body = {"required": True, "content": {"application/json": {"schema": _RUN}}}
+    run_body = {"required": True, "content": {
+        "application/json": {"schema": S.RUN},
+        "multipart/form-data": {"schema": S.RUN_FORM,
+                                "encoding": {"file": {"contentType": "*/*"}}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "hermes-gateway", "version": "0.1.0",
@@ -219,16 +126,16 @@ def spec() -> dict[str, Any]:
                 "summary": "Run a task and wait for its answer", "requestBody": run_body,
                 "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
                                 "schema": {"type": "string"}}],
-                "responses": {"200": _json(_TASK, "finished or paused"),
-                              "202": _json(_TASK, "still running after the timeout"),
-                              **_errors(400, 401, 403, 409, 415)}}},
+                "responses": {"200": _json(S.TASK, "finished or paused"),
+                              "202": _json(S.TASK, "still running after the timeout"),
+                              **_errors(400, 401, 403, 409, 413, 415)}}},
             "/agent/run-async": {"post": {
                 "summary": "Queue a task", "requestBody": run_body,
                 "responses": {"202": _json({"type": "object"}, "queued"),
-                              **_errors(400, 401, 403, 409, 415)}}},
+                              **_errors(400, 401, 403, 409, 413, 415)}}},
             "/agent/tasks/{task_id}": {"get": {
                 "summary": "A task's status, result and report", "parameters": [task_id],
-                "responses": {"200": _json(_TASK, "the task"), **_errors(401, 404)}}},
+                "responses": {"200": _json(S.TASK, "the task"), **_errors(401, 404)}}},
             "/agent/tasks/{task_id}/events": {"get": {
                 "summary": "The task's events as server-sent events (replay, then live)",
                 "parameters": [task_id, {"name": "Last-Event-ID", "in": "header",
@@ -257,7 +164,7 @@ def spec() -> dict[str, Any]:
                                      "description": "how many of the last tasks (20)",
                                      "schema": {"type": "integer", "minimum": 1,
                                                 "maximum": MAX_HISTORY}}],
-                "responses": {"200": _json(_HISTORY, "messages, oldest first"),
+                "responses": {"200": _json(S.HISTORY, "messages, oldest first"),
                               **_errors(400, 401, 404)}}},
             "/agent/conversations/{conversation_id}": {"delete": {
                 "summary": "Forget everything a conversation stored", "parameters": [cid],
@@ -282,7 +189,11 @@ def spec() -> dict[str, Any]:
                                             "approved": {"type": "boolean"},
                                             "note": {"type": "string", "maxLength": 500},
                                             "arguments": {"type": "object", "description":
-                                                          "edit-before-approve"},
+                                                          "edit-before-approve: checked by "
+                                                          "the tool (400 if it would refuse "
+                                                          "them); they replace the model's "
+                                                          "(kept as proposed_arguments) and "
+                                                          "are what runs"},
                                             "user_id": {"type": "string",
                                                         "minLength": 1}}}}}},
                          "responses": {"200": _json({"type": "object"}, "decided"),
@@ -303,36 +214,49 @@ def spec() -> dict[str, Any]:
                 "get": {"summary": "Scheduled jobs", "responses": {
                     "200": _json({"type": "object"}, "jobs"), **_errors(401, 403)}},
                 "post": {"summary": "Create a scheduled job", "requestBody": {
-                    "required": True, "content": {"application/json": {"schema": _JOB_IN}}},
-                    "responses": {"201": _json(_JOB, "created"),
+                    "required": True, "content": {"application/json": {"schema": S.JOB_IN}}},
+                    "responses": {"201": _json(S.JOB, "created"),
                                   **_errors(400, 401, 403, 409, 415)}}},
             "/agent/schedules/{job_id}": {
-                "get": {"summary": "One job", "parameters": [_JOB_ID],
-                        "responses": {"200": _json(_JOB, "the job"),
+                "get": {"summary": "One job", "parameters": [S.JOB_ID],
+                        "responses": {"200": _json(S.JOB, "the job"),
                                       **_errors(401, 403, 404)}},
-                "put": {"summary": "Create or replace a job", "parameters": [_JOB_ID],
+                "put": {"summary": "Create or replace a job", "parameters": [S.JOB_ID],
                         "requestBody": {"required": True, "content": {
-                            "application/json": {"schema": _JOB_IN}}},
-                        "responses": {"200": _json(_JOB, "saved"),
+                            "application/json": {"schema": S.JOB_IN}}},
+                        "responses": {"200": _json(S.JOB, "saved"),
                                       **_errors(400, 401, 403, 404, 415)}},
-                "delete": {"summary": "Remove a job", "parameters": [_JOB_ID],
+                "delete": {"summary": "Remove a job", "parameters": [S.JOB_ID],
                            "responses": {"200": _json({"type": "object"}, "deleted"),
                                          **_errors(401, 403, 404)}}},
             "/agent/schedules/{job_id}/{action}": {"post": {
                 "summary": "pause, resume, or run now",
-                "parameters": [_JOB_ID, {"name": "action", "in": "path", "required": True,
+                "parameters": [S.JOB_ID, {"name": "action", "in": "path", "required": True,
                                          "schema": {"enum": ["pause", "resume", "run"]}}],
-                "responses": {"200": _json(_JOB, "paused or resumed"),
+                "responses": {"200": _json(S.JOB, "paused or resumed"),
                               "202": _json({"type": "object"}, "run queued"),
                               **_errors(401, 403, 404)}}},
             **_workflow_paths(definition),
             "/healthz": {"get": {"summary": "Liveness", "security": [],
                                  "responses": {"200": {"description": "alive: status and "
                                                        "the answering process's pid"}}}},
-            "/readyz": {"get": {"summary": "Readiness (the store answers)", "security": [],
-                                "responses": {"200": {"description": "ready"},
-                                              "503": {"description": "not ready, or "
-                                                      "stopping"}}}},
+            "/readyz": {"get": {
+                "summary": "Readiness (the store answers); public, so only the status",
+                "description": "Answers `{\"status\": \"ready\"}`, or 503 with `stopping` "
+                               "or `unavailable`, and nothing else: the parts behind it "
+                               "are in GET /agent/status, for admins.",
+                "security": [], "responses": {
+                    "200": _json(S.READY, "ready"),
+                    "503": _json(S.READY, "not ready, or stopping")}}},
+            "/agent/status": {"get": {
+                "summary": "The gateway's parts (admins): what /readyz does not disclose",
+                "description": "The store's location (without credentials), the model, the "
+                               "channels, the hub's connection, each MCP server's state, the "
+                               "conversations waiting and the tasks running in the answering "
+                               "process; 503 with `status` and `reason` when not ready.",
+                "responses": {"200": _json(S.STATUS, "ready, and its parts"),
+                              "503": _json(S.STATUS, "not ready, or stopping"),
+                              **_errors(401, 403)}}},
             "/agent/whoami": {"get": {
                 "summary": "The principal the caller's key proves, its role and identity",
                 "responses": {"200": _json({"type": "object", "required": ["user", "role"],

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Channel, FileToShow
-from agent_core import Event, EventType
+from agent_core import Event, EventType, Sandbox, ToolError
 from agent_core.tools.sandbox import sandbox_dir
 
 log = logging.getLogger(__name__)
@@ -96,13 +96,15 @@ class ProgressRelay:
         kept = event.payload.get("path")
         if self.data_dir is None or not isinstance(kept, str):
             return  # not kept (over the sandbox's quota): the progress line says it all
-        path = sandbox_dir(self.data_dir, event.conversation_id, event.task_id) / kept
+        sandbox = Sandbox(sandbox_dir(self.data_dir, event.conversation_id, event.task_id))
 
         async def send() -> None:
             try:
-                data = await asyncio.to_thread(path.read_bytes)
-            except OSError as exc:
-                log.info("attachment %s not sent: %s", path.name, exc)
+                # Inside the task's sandbox and never through a symlink: the path comes
+                # from a tool, and a link it planted may point anywhere.
+                data = await asyncio.to_thread(sandbox.read, kept)
+            except (ToolError, OSError) as exc:
+                log.info("attachment %r not sent: %s", Path(kept).name, exc)
                 return
             file = FileToShow(str(event.payload.get("name")),
                               str(event.payload.get("mime_type")), data)

@@ -164,9 +164,10 @@ class WorkQueue:
                      message_key: str | None = None) -> IngestResult:
         """Queue an item unless its dedupe key was seen, with a "queued" task state so the
         task API can answer at once; in steer mode, hand it to the running task instead
-        when the conversation is busy; in interrupt mode, flag the running task. One atomic
-        step. ``start_here`` (a caller waiting for the answer in this process): the same
-        step also starts the conversation on this process's ``taker`` when it has a free
+        when the conversation is busy and the message is from the person who asked for that
+        task (anyone else's is queued behind it); in interrupt mode, flag the running task.
+        One atomic step. ``start_here`` (a caller waiting for the answer in this process):
+        the same step also starts the conversation on this process's ``taker`` when it has a free
         worker and nobody holds the conversation (no wake, no claim round trip). Others
         are woken, unless held (the holder takes them next): the workers take a burst in
         batches, after its acknowledgements. ``message_key``: the message's own identity,
@@ -301,6 +302,14 @@ class WorkQueue:
         pipe.delete(self.keys.steer(cid))
         raw, _ = await pipe.execute()
         return [WorkItem.model_validate_json(r) for r in raw]
+
+    async def running(self, cid: str) -> WorkItem | None:
+        """The item whose task runs in the conversation now (held, at the queue's head)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.exists(self.keys.lock(cid))
+        pipe.lindex(self.keys.queue(cid), 0)
+        held, head = await pipe.execute()
+        return WorkItem.model_validate_json(head) if held and head else None
 
     async def length(self, cid: str) -> int:
         """Items waiting for a conversation (the running one included)."""

@@ -26,15 +26,19 @@ local function read_head(queue, attempts, control, meta, window, task_prefix)
 end
 """
 
-# Queue an item (or, in steer mode, hand it to the running task), unless its dedupe key was
-# seen. A held conversation is not woken: its holder takes the item when it completes the
-# one before (COMPLETE reads the next head in the same step), or, if the holder dies, any
-# worker does from `pending` once the lease has expired; in interrupt mode the running task
-# is flagged. A free one is taken, given a lease token (this process has a free worker):
-# its lock, with the head read as a claim does; otherwise a worker of any replica is woken.
-# The dedupe marker holds the task's id, and so does the marker of the message's own
-# identity where it is another key (Telegram's chat and message id): an edit of the message
-# finds its task through it (gateway/edits.py).
+# Queue an item (or, in steer mode, hand it to the running task when it is a message from
+# the person whose task runs: the same channel and user as the head item, a message or an
+# approval being applied, not a scheduled run or a workflow; anyone else's message would
+# run with that person's role and approvals), unless its dedupe key was seen. A held
+# conversation is not woken: its holder takes the item when it completes the one before
+# (COMPLETE reads the next head in the same step), or, if the holder dies, any worker does
+# from `pending` once the lease has expired; in interrupt mode the running task is
+# flagged when the message is its requester's (anyone else's waits its turn). A free one
+# is taken, given a lease token (this process has a free worker): its lock, with the head
+# read as a claim does; otherwise a worker of any replica is woken. The dedupe marker holds
+# the task's id, and so does the marker of the message's own identity where it is another
+# key (Telegram's chat and message id): an edit of the message finds its task through it
+# (gateway/edits.py). The collect mode queues as the queue mode does (gateway/collect.py).
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
 #       window, message marker ('' when none)
 # ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id, token, lease_ms, task prefix
@@ -49,7 +53,16 @@ if KEYS[13] and KEYS[13] ~= '' then
   redis.call('SET', KEYS[13], ARGV[7], 'EX', ARGV[4])
 end
 local busy = redis.call('EXISTS', KEYS[6]) == 1
-if ARGV[5] == 'steer' and busy and redis.call('LLEN', KEYS[2]) > 0 then
+local own = false
+if busy and ARGV[5] ~= 'queue' and redis.call('LLEN', KEYS[2]) > 0 then
+  local running = cjson.decode(redis.call('LINDEX', KEYS[2], 0))
+  local arriving = cjson.decode(ARGV[1])
+  own = (running['kind'] == 'message' or running['kind'] == 'approval')
+     and arriving['kind'] == 'message'
+     and running['inbound']['channel'] == arriving['inbound']['channel']
+     and running['inbound']['user_id'] == arriving['inbound']['user_id']
+end
+if ARGV[5] == 'steer' and own then
   redis.call('RPUSH', KEYS[5], ARGV[1])
   return {'steered'}
 end
@@ -59,7 +72,7 @@ if ARGV[6] ~= '' then
   hermes_save_task(KEYS[7], KEYS[8], ARGV[7], ARGV[6], 0, true)
 end
 if busy then
-  if ARGV[5] == 'interrupt' then
+  if ARGV[5] == 'interrupt' and own then
     redis.call('HSET', KEYS[10], 'interrupt', '*')
     redis.call('EXPIRE', KEYS[10], 3600)
   end

@@ -20,6 +20,7 @@ from adapters.base import Channel
 from adapters.errors import GatewayStopping
 from agent_core import ConfigError, tracing
 from agent_core.background import repeating
+from agent_core.datadir import secure_data_dir
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime, start_mcp
@@ -37,6 +38,7 @@ from .edits import Edits
 from .eventlog import EventLog
 from .execution import Execution
 from .feedback import Feedback
+from .inbox import Inbox
 from .interactions import Interactions
 from .live import LiveReplies
 from .live_record import ReplyBook
@@ -80,6 +82,8 @@ class Parts:
     approvals: ApprovalService
     channels: Channels
     workers: WorkerPool
+    #: Receives the files that come with messages (and keeps those the API received).
+    inbox: Inbox
     #: The hub's bus, with HERMES_HUB.
     bus: Bus | None = None
     #: The hub's workflows and runs (one per process: its buckets are opened once and a
@@ -125,6 +129,7 @@ class Gateway:
     async def _start(self, stack: contextlib.AsyncExitStack) -> Parts:
         settings = self.settings
         register_secrets(settings.secret_values())
+        await asyncio.to_thread(secure_data_dir, settings.hermes_data_dir)
         if tracing.configure("hermes-gateway"):
             # Closed last: what the stop itself recorded is exported too.
             stack.push_async_callback(asyncio.to_thread, tracing.flush)
@@ -173,7 +178,7 @@ class Gateway:
                         deliverer=deliverer, commands=commands, settings=settings,
                         counted=self.metrics.routed)
         approvals = ApprovalService(store.redis, settings=settings, channels=named,
-                                    router=router, audit=audit)
+                                    router=router, audit=audit, tools=runtime.registry)
         book = ReplyBook(store.redis, store.keys, ttl=settings.task_retention)
         edits = Edits(redis=store.redis, prefix=settings.redis_prefix, queue=queue,
                       store=store, deliverer=deliverer)
@@ -181,6 +186,7 @@ class Gateway:
         channels = build_channels(
             settings, ingest=router.ingest,
             interact=Interactions(approvals=approvals, router=router, store=store,
+                                  roles=Roles.from_settings(settings),
                                   feedback=Feedback(book=book, audit=audit,
                                                     counted=self.metrics.rated),
                                   edits=edits), into=named)
@@ -193,9 +199,12 @@ class Gateway:
         runtime.bus.subscribe(live)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
                           approvals=approvals, outage=outage, live=live)
+        inbox = Inbox(settings=settings, redis=store.redis, keys=store.keys, channels=named,
+                      counter=runtime.loop.counter,
+                      budget_tokens=runtime.loop.config.prompt_budget)
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
                               replies=replies, settings=settings, model_ready=self.model_ready,
-                              live=live,
+                              live=live, inbox=inbox,
                               workflows=WorkflowTasks(
                                   workflow_store, store, runtime.bus,
                                   shutting_down=lambda: runtime.loop.shutting_down)
@@ -233,7 +242,7 @@ class Gateway:
                               min(3600.0, max(10.0, ttl / 10)), "idle sweep")
             stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
-                     approvals, channels, workers, bus, workflow_store)
+                     approvals, channels, workers, inbox, bus, workflow_store)
 
     @property
     def stopping(self) -> bool:
@@ -282,12 +291,17 @@ class Gateway:
                 self.metrics.waiting.set(await self._parts.queue.waiting())
         return self.metrics.exposition()
 
-    async def health(self) -> dict[str, Any]:
-        """What /readyz reports."""
+    async def ready(self) -> None:
+        """Return when the gateway takes work (what /readyz says); GatewayStopping, or the
+        store's error, when not."""
         if self.stopping:
             raise GatewayStopping("the gateway is stopping")
+        await self.parts.opened.store.ping()
+
+    async def health(self) -> dict[str, Any]:
+        """What GET /agent/status reports to an admin: :meth:`ready`, and the parts."""
+        await self.ready()
         parts = self.parts
-        await parts.opened.store.ping()
         return {"status": "ready", "store": parts.opened.location,
                 "channels": sorted(parts.channels.by_name), "model": self._model_status(),
                 "hub": "connected" if parts.bus is not None and parts.bus.nc.is_connected

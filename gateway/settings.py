@@ -90,6 +90,10 @@ class GatewaySettings(HubSettings):
         "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
     hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
+    hermes_header_timeout: float = Field(
+        10.0, gt=0, description="seconds a request's line and headers may take (408 after)")
+    hermes_max_connections: int = Field(
+        1000, ge=1, description="HTTP connections per serving process (then 503)")
     hermes_store_outage_wait: float = Field(
         20.0, gt=0, description="seconds a task that lost the store waits for it before "
                                 "its user is told the answer is delayed")
@@ -124,6 +128,31 @@ class GatewaySettings(HubSettings):
         default_factory=dict, description="tool name (or *) -> who may approve")
     hermes_approval_ttl: float = Field(900.0, gt=0)
     hermes_audit_file: Path | None = None
+
+    # --- files people send ---------------------------------------------------------------
+    hermes_max_file_mb: float = Field(
+        20.0, gt=0, le=2048, description="largest file a message may carry (MB); a download "
+                                         "stops reading past it")
+    hermes_max_files_per_message: int = Field(10, ge=0, le=100)
+    hermes_max_files_mb_per_task: float = Field(
+        50.0, gt=0, description="all the files of one message together (MB)")
+    hermes_max_files_mb_per_day: float = Field(
+        200.0, gt=0, description="all the files of one conversation in a day (MB, UTC)")
+    hermes_file_convert_seconds: float = Field(
+        30.0, gt=0, description="a document's conversion to text is stopped after this")
+    hermes_file_convert_mb: int = Field(
+        1024, ge=128, description="memory of the converter's child process (MB)")
+    hermes_file_context_share: float = Field(
+        0.5, gt=0, le=0.9, description="share of the prompt budget the documents of one "
+                                       "message may fill; the rest is read with read_file")
+    hermes_file_url_internal_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="host or host:port an A2A file URL may point to "
+                                          "even on an internal address; [] = public only")
+    stt_base_url: str | None = Field(
+        None, description="an OpenAI-compatible /audio/transcriptions endpoint for voice "
+                          "notes; unset: the model's endpoint, when it is OpenAI-compatible")
+    stt_model_name: str = "whisper-1"
+    stt_api_key: SecretStr | None = Field(None, description="unset: LLM_API_KEY")
 
     # --- scheduler -----------------------------------------------------------------------
     hermes_timezone: str = Field("UTC", description="default timezone of schedules")
@@ -160,7 +189,8 @@ class GatewaySettings(HubSettings):
 
     @field_validator("hermes_allowed_users", "hermes_allowed_spaces", "hermes_allowed_rooms",
                      "hermes_webhook_callback_hosts", "hermes_allowed_hosts",
-                     "hermes_trusted_proxies", "slack_suggested_prompts", mode="before")
+                     "hermes_trusted_proxies", "hermes_file_url_internal_hosts",
+                     "slack_suggested_prompts", mode="before")
     @classmethod
     def _gateway_comma_list(cls, value: Any) -> Any:
         return comma_list(value)
@@ -217,6 +247,16 @@ class GatewaySettings(HubSettings):
             prompts.append({"title": title.strip()[:75],
                             "message": (message or title).strip()})
         return prompts
+
+    @property
+    def stt_endpoint(self) -> str | None:
+        """Where voice notes are transcribed: STT_BASE_URL, else the model's endpoint when
+        it speaks the OpenAI API; None: nowhere."""
+        if self.stt_base_url:
+            return self.stt_base_url.rstrip("/")
+        if self.llm_provider == "openai":
+            return (self.llm_base_url or "https://api.openai.com/v1").rstrip("/")
+        return None
 
     @property
     def slack_enabled(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import shutil
 import sys
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ class NatsInfo:
     pid: int
     port: int
     token: str
+    #: The ``server_name`` it was started with (its INFO line says it; None: not known).
+    name: str | None = None
 
     @property
     def url(self) -> str:
@@ -68,10 +71,12 @@ class EmbeddedNats(LocalServer[NatsInfo]):
     def prepare(self) -> tuple[list[str], dict[str, Any]]:
         token = kept_secret(self.dir / "token")
         port = free_port()
+        name = f"hermes-{secrets.token_hex(8)}"
         config = self.dir / "nats.conf"
         config.write_text("\n".join([
             "host: 127.0.0.1",
             f"port: {port}",
+            f"server_name: {json.dumps(name)}",
             f"max_payload: {MAX_PAYLOAD}",
             f"authorization {{ token: {json.dumps(token)} }}",
             f"jetstream {{ store_dir: {json.dumps(str(self.dir / 'store'))} }}",
@@ -80,23 +85,37 @@ class EmbeddedNats(LocalServer[NatsInfo]):
             "",
         ]))
         config.chmod(0o600)
-        return [str(binary_path()), "-c", str(config)], {"port": port}
+        return [str(binary_path()), "-c", str(config)], {"port": port, "name": name}
 
     def info_from(self, state: dict[str, Any]) -> NatsInfo:
         return NatsInfo(int(state["pid"]), int(state["port"]),
-                        kept_secret(self.dir / "token"))
+                        kept_secret(self.dir / "token"), state.get("name"))
 
     async def answers(self, info: NatsInfo) -> bool:
-        return await _answers(info.port)
+        return await _answers(info.port, info.name)
+
+    def executable(self) -> Path:
+        return binary_path()
+
+    def tcp_port(self, info: NatsInfo) -> int:
+        return info.port
 
     def failure(self, message: str) -> Exception:
         return ConfigError(message)
 
 
-async def _answers(port: int) -> bool:
-    """True when a NATS server greets on ``port`` (its INFO line)."""
+async def _answers(port: int, name: str | None) -> bool:
+    """True when a NATS server greets on ``port`` (its INFO line), with ``name`` as its
+    ``server_name`` when one is given. Nothing is sent: the token goes with the client's
+    CONNECT, once the server is known to be ours."""
     async def talk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         line = await asyncio.wait_for(reader.readline(), 1.0)
-        return line.startswith(b"INFO ")
+        if not line.startswith(b"INFO "):
+            return False
+        try:
+            said = json.loads(line[5:])
+        except ValueError:
+            return False
+        return name is None or (isinstance(said, dict) and said.get("server_name") == name)
 
     return await probe(asyncio.open_connection("127.0.0.1", port), talk)

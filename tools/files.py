@@ -24,7 +24,7 @@ def _sandbox(ctx: ToolContext | None) -> Sandbox:
 
 def _write(ctx: ToolContext | None, path: str, content: str, *, append: bool) -> dict[str, Any]:
     sandbox = _sandbox(ctx)
-    target = sandbox.resolve(path)
+    target = sandbox.resolve(path, write=True)
     limits = sandbox.limits
     data = content.encode("utf-8")
     existing = target.lstat().st_size if target.exists() and not target.is_symlink() else 0
@@ -37,18 +37,20 @@ def _write(ctx: ToolContext | None, path: str, content: str, *, append: bool) ->
         raise ToolError(f"the sandbox would exceed its {limits.max_total_bytes}-byte quota")
     target.parent.mkdir(parents=True, exist_ok=True)
     # Re-check after creating directories: a symlinked parent must not lead outside.
-    target = sandbox.resolve(path)
+    target = sandbox.resolve(path, write=True)
     with sandbox.open_write(target, append=append) as handle:
         handle.write(data)
     return {"path": sandbox.relative(target), "bytes": new_size}
 
 
 @tool(tags={"private"})
-def read_file(path: str, ctx: ToolContext | None = None) -> dict[str, Any]:
-    """Read a text file from this task's sandbox.
+def read_file(path: str, offset: Annotated[int, Field(ge=0)] = 0,
+              ctx: ToolContext | None = None) -> dict[str, Any]:
+    """Read a text file from this task's sandbox (the files people sent are in inbox/).
 
     Args:
-        path: Path relative to the sandbox, e.g. notes/today.md.
+        path: Path relative to the sandbox, e.g. notes/today.md or inbox/report.pdf.txt.
+        offset: Byte to start at, to go on reading a long file (next_offset).
     """
     sandbox = _sandbox(ctx)
     target = sandbox.resolve(path)
@@ -57,9 +59,14 @@ def read_file(path: str, ctx: ToolContext | None = None) -> dict[str, Any]:
     if not target.is_file() or target.is_symlink():
         raise ToolError(f"{path!r} is not a regular file")
     with sandbox.open_read(target) as handle:
+        handle.seek(offset)
         data = handle.read(_READ_LIMIT + 1)
     text = data[:_READ_LIMIT].decode("utf-8", errors="replace")
-    return {"path": path, "content": text, "truncated": len(data) > _READ_LIMIT}
+    more = len(data) > _READ_LIMIT
+    answer: dict[str, Any] = {"path": path, "content": text, "truncated": more}
+    if more:
+        answer["next_offset"] = offset + _READ_LIMIT
+    return answer
 
 
 @tool(side_effect="write")
@@ -96,10 +103,22 @@ def list_files(path: str = ".",
     """
     sandbox = _sandbox(ctx)
     root = sandbox.workdir
-    base = root.resolve() if path in (".", "") else sandbox.resolve(path)
-    if not base.is_dir():
+    whole = path in (".", "")
+    base = root.resolve() if whole else sandbox.resolve(path)
+    if not base.is_dir() and not (whole and sandbox.inbox is not None):
         raise ToolError(f"{path!r} is not a folder in the sandbox")
-    entries = []
+    bases = [base] if base.is_dir() else []
+    if whole and sandbox.inbox is not None and sandbox.inbox.is_dir():
+        bases.append(sandbox.inbox.resolve())  # what people sent, seen as inbox/
+    entries: list[dict[str, Any]] = []
+    for folder in bases:
+        if _walk(sandbox, folder, entries, limit):
+            return {"entries": entries, "truncated": True}
+    return {"entries": entries, "truncated": False}
+
+
+def _walk(sandbox: Sandbox, base: Path, entries: list[dict[str, Any]], limit: int) -> bool:
+    """Add the files under ``base`` to ``entries``; True when ``limit`` was reached."""
     for dirpath, dirs, files in os.walk(base, followlinks=False):
         dirs.sort()
         for name in sorted(files):
@@ -109,5 +128,5 @@ def list_files(path: str = ".",
             entries.append({"path": sandbox.relative(full), "bytes": info.st_size,
                             "kind": kind})
             if len(entries) >= limit:
-                return {"entries": entries, "truncated": True}
-    return {"entries": entries, "truncated": False}
+                return True
+    return False

@@ -195,8 +195,13 @@ def counter_for(provider: str | None) -> TokenCounter:
 
 
 def message_tokens(counter: TokenCounter, message: Message) -> int:
-    """Tokens a message costs in a prompt, tool calls included."""
-    total = MESSAGE_OVERHEAD + counter.count(message.content)
+    """Tokens a message costs in a prompt, tool calls and the files it carries included
+    (an image as the providers count one of its size, about a token per 750 pixels)."""
+    total = MESSAGE_OVERHEAD + counter.count(message.text if message.parts
+                                             else message.content)
+    for part in message.parts:
+        if part.kind == "image" and part.rendition:
+            total += min(1600, max(85, part.width * part.height // 750))
     for call in message.tool_calls:
         total += counter.count(call.name) + counter.count(
             json.dumps(call.arguments, ensure_ascii=False)) + 3

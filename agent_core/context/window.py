@@ -141,8 +141,9 @@ def fit(messages: list[Message], policy: WindowPolicy, counter: TokenCounter, *,
             break
         m = msgs[largest]
         target = max(_MIN_TRUNCATED_TOKENS, m.tokens - (tokens - policy.budget_tokens))
-        cut = _head_tail(m.content, target, counter)
-        new = replace(m, content=cut, tokens=MESSAGE_OVERHEAD + counter.count(cut))
+        # A message with files is cut as the text the model reads of it (its images go).
+        cut = _head_tail(m.text, target, counter)
+        new = replace(m, content=cut, parts=[], tokens=MESSAGE_OVERHEAD + counter.count(cut))
         if new.tokens >= m.tokens:
             break
         to_archive(m)

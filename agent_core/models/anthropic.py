@@ -10,6 +10,7 @@ from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
 from ._bodies import AnthropicEvent, AnthropicMessage, AnthropicUsage, read, text_of
 from ._http import HTTPModel, sse_data
+from ._parts import anthropic_blocks
 from .base import ModelRequest, ModelResponse, RawToolCall, Usage
 
 API_VERSION = "2023-06-01"
@@ -64,6 +65,8 @@ class AnthropicModel(HTTPModel):
             return "user", [{"type": "tool_result", "tool_use_id": m.tool_call_id,
                              "content": m.content or "(empty)"}]
         role = "assistant" if m.role == "assistant" else "user"
+        if m.parts:
+            return role, anthropic_blocks(m)
         return role, [{"type": "text", "text": m.content or "(empty)"}]
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -10,6 +10,7 @@ from ..errors import ModelHTTPError, ModelResponseError
 from ..messages import Message
 from ._bodies import OllamaChat, OllamaLine, OllamaMessage, read, text_of
 from ._http import HTTPModel
+from ._parts import ollama_message
 from .base import ModelRequest, ModelResponse, RawToolCall, Usage
 
 
@@ -42,6 +43,8 @@ class OllamaModel(HTTPModel):
             if not self.native_tools:
                 return {"role": "user", "content": tool_result_as_text(m)}
             return {"role": "tool", "content": m.content, "tool_name": m.name or ""}
+        if m.parts:
+            return ollama_message(m)
         return {"role": m.role, "content": m.content}
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -11,6 +11,7 @@ from ..errors import ModelResponseError
 from ..messages import Message
 from ._bodies import OpenAIChunk, OpenAICompletion, OpenAIUsage, read, text_of
 from ._http import HTTPModel, sse_data
+from ._parts import openai_content
 from .base import ModelRequest, ModelResponse, RawToolCall, Usage
 
 
@@ -51,6 +52,8 @@ class OpenAICompatModel(HTTPModel):
             if not self.native_tools:
                 return {"role": "user", "content": tool_result_as_text(m)}
             return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+        if m.parts:
+            return {"role": m.role, "content": openai_content(m)}
         return {"role": m.role, "content": m.content}
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

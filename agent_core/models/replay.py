@@ -2,7 +2,8 @@
 answering from a script.
 
 It lets the real adapters run over real HTTP with no API key: the test suite scripts
-replies and failures with it, ``hermes-gateway demo`` replays a recorded session through it,
+replies and failures with it (and transcripts, at /v1/audio/transcriptions),
+``hermes-gateway demo`` replays a recorded session through it,
 and the load benchmark uses its ``responder`` with a fixed latency.
 """
 
@@ -96,6 +97,10 @@ class ReplayModelServer:
         self.model_seconds = 0.0
         #: When the first piece of the first streamed answer was written (monotonic).
         self.first_token_at: float | None = None
+        #: Transcripts /v1/audio/transcriptions answers, in order (then "").
+        self.transcripts: deque[str] = deque()
+        #: Each transcription asked: model, file name, content type and size of the audio.
+        self.transcriptions: list[dict[str, Any]] = []
         self._runner: web.AppRunner | None = None
         self.root = ""
 
@@ -115,6 +120,7 @@ class ReplayModelServer:
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/api/chat", self._ollama)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         # A client that goes away (a stopped task) ends its request, as a real server does.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
@@ -283,6 +289,17 @@ class ReplayModelServer:
             "data": [{"object": "embedding", "index": i, "embedding": self.embed(str(t))}
                      for i, t in enumerate(texts)],
             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        audio = form.get("file")
+        if not isinstance(audio, web.FileField):
+            return web.json_response({"error": {"message": "no file"}}, status=400)
+        data = audio.file.read()
+        self.transcriptions.append({"model": form.get("model"), "name": audio.filename,
+                                    "content_type": audio.content_type, "bytes": len(data)})
+        return web.json_response({"text": self.transcripts.popleft()
+                                  if self.transcripts else ""})
 
     async def _ollama(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)

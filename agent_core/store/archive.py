@@ -89,7 +89,7 @@ class Archive:
         if self.embedder is None or not messages:
             return []
         try:
-            found = await self.embedder.embed([f"{m.name or ''} {m.content}".strip()
+            found = await self.embedder.embed([f"{m.name or ''} {m.text}".strip()
                                                for m in messages])
         except Exception as exc:  # keyword recall still works without the vectors
             log.warning("could not embed %d archived messages: %s", len(messages), exc)
@@ -107,9 +107,12 @@ class Archive:
         total_terms = 0
         for offset, m in enumerate(messages):
             seq = first_seq + offset
-            doc = {**m.to_dict(), "summary": brief(m.content), "seq": seq}
+            text = m.text  # the files' text too: recall finds what was sent
+            doc = {**m.to_dict(), "summary": brief(text), "seq": seq}
+            if m.parts:
+                doc["text"] = text
             docs += [seq, m.id, json.dumps(doc, ensure_ascii=False)]
-            words = terms(f"{m.name or ''} {m.content}")
+            words = terms(f"{m.name or ''} {text}")
             total_terms += len(words)
             length = min(len(words), 65_535)
             for term, tf in Counter(words).items():
@@ -179,7 +182,8 @@ class Archive:
                 continue
             doc = json.loads(raw_doc)
             hits.append(ArchiveHit(doc["id"], doc["role"], doc.get("kind", ""),
-                                   doc.get("content", ""), doc.get("summary", ""),
+                                   doc.get("text") or doc.get("content", ""),
+                                   doc.get("summary", ""),
                                    float(doc.get("ts", 0)), int(doc.get("round", 0)), score))
         return hits
 

@@ -115,11 +115,19 @@ class EmbeddedValkey(LocalServer[ServerInfo]):
                                                    "socket": unix}
 
     def info_from(self, state: dict[str, Any]) -> ServerInfo:
+        # Only the socket in its own 0700 folder, where nobody else can listen.
+        socket = str(self.dir / "valkey.sock")
         return ServerInfo(int(state["pid"]), int(state["port"]), str(state["password"]),
-                          state.get("socket") or None)
+                          socket if state.get("socket") == socket else None)
 
     async def answers(self, info: ServerInfo) -> bool:
         return await _ping(info)
+
+    def executable(self) -> Path:
+        return binary_path()
+
+    def tcp_port(self, info: ServerInfo) -> int | None:
+        return None if info.socket else info.port
 
     def failure(self, message: str) -> Exception:
         return StoreUnavailableError(message)
@@ -143,8 +151,14 @@ async def _ping(info: ServerInfo) -> bool:
 
 async def _says(info: ServerInfo, command: bytes, expected: bytes) -> bool:
     """Whether the server answers AUTH and then ``command`` (one word) with ``expected``:
-    what it sent by its second reply or its hanging up."""
+    what it sent by its second reply or its hanging up. Over TCP the password goes only to
+    a server that first refused a PING without it, as Valkey with a password does."""
     async def talk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        if not info.socket:
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            await writer.drain()
+            if not (await reader.readline()).startswith(b"-NOAUTH "):
+                return False
         pw = info.password.encode()
         writer.write(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$%d\r\n%s\r\n"
                      % (len(pw), pw, len(command), command))

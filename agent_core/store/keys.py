@@ -180,6 +180,20 @@ class Keys:
         """HASH: archive sequence number -> packed unit embedding (with RECALL_EMBEDDINGS)."""
         return self.conv(cid, "vectors")
 
+    def files_day(self, cid: str, day: str) -> str:
+        """STRING counter: bytes of files the conversation was sent on ``day`` (UTC
+        YYYYMMDD), for HERMES_MAX_FILES_MB_PER_DAY; expires after the day."""
+        return self.conv(cid, f"files:{day}")
+
+    def told(self, cid: str, what: str) -> str:
+        """STRING marker: the conversation was told ``what`` once (SET NX)."""
+        return self.conv(cid, f"told:{what}")
+
+    def upload(self, cid: str, upload_id: str) -> str:
+        """STRING: the bytes of a file the API received with a message, kept until the
+        worker moves it into the conversation's inbox (expires unclaimed)."""
+        return self.conv(cid, f"upload:{upload_id}")
+
     def conv_tasks(self, cid: str) -> str:
         """SET of task ids of one conversation."""
         return self.conv(cid, "tasks")

@@ -80,9 +80,9 @@ class MemoryConversationStore(ConversationStore):
     async def recall(self, conversation_id: str, query: str, limit: int = 5
                      ) -> list[ArchiveHit]:
         archive = self._get(conversation_id).archive
-        hits = rank(query, ((m.id, m.content) for m in archive.values()), limit)
-        return [ArchiveHit(mid, archive[mid].role, archive[mid].kind, archive[mid].content,
-                           archive[mid].content[:160], archive[mid].ts, archive[mid].round,
+        hits = rank(query, ((m.id, m.text) for m in archive.values()), limit)
+        return [ArchiveHit(mid, archive[mid].role, archive[mid].kind, archive[mid].text,
+                           archive[mid].text[:160], archive[mid].ts, archive[mid].round,
                            score) for mid, score in hits]
 
     async def reset(self, conversation_id: str) -> None:

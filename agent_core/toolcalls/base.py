@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 from .. import _jsonscan
+from .._lazyre import Pattern, lazy
 
+#: The most calls one output is read for (more is not a turn: the output is invalid).
+MAX_CALLS = 64
 _NAME_KEYS = ("name", "tool_name", "function", "tool", "function_name")
 _ID_KEYS = ("id", "tool_call_id", "call_id")
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "params")
@@ -113,13 +118,13 @@ def calls_from_json(body: str, rule: str, marker: str = "") -> Found:
     return Found(rule, calls, repaired)
 
 
-def each_block(pattern: re.Pattern[str], text: str, rule: str,
+def each_block(pattern: Pattern, text: str, rule: str,
                read_body: Callable[[str], Found]) -> Found | None:
     """The calls of every block ``pattern`` finds (its first group is the body, read by
     ``read_body``); the first block that cannot be read decides; None when no block."""
     calls: list[Call] = []
     repaired, seen = False, False
-    for m in pattern.finditer(text):
+    for m in islice(pattern.finditer(text), MAX_CALLS + 1):
         seen = True
         found = read_body(m.group(1))
         if found.problem:
@@ -127,6 +132,27 @@ def each_block(pattern: re.Pattern[str], text: str, rule: str,
         calls += found.calls
         repaired = repaired or found.repaired
     return Found(rule, calls, repaired) if seen else None
+
+
+#: One attribute of a tag, its value quoted or bare: a quoted value is consumed whole, so
+#: what it holds (``note='name="x"'``) is never taken for another attribute.
+_ATTRIBUTE = lazy(r"([^\s=\"'\u0120]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))")
+
+
+def attribute(attrs: str, key: str) -> str | None:
+    """The value of attribute ``key`` in a tag's attributes (``name="x" id="1"``), quoted or
+    bare; None when it is not there. Other attributes never leak into it."""
+    for m in _ATTRIBUTE.finditer(attrs):
+        if m.group(1) == key:
+            value = next(g for g in m.groups()[1:] if g is not None)
+            return html.unescape(value).strip()
+    return None
+
+
+def first_word(raw: str) -> str:
+    """The name in ``<function=NAME …>``: its first word, quotes aside."""
+    m = re.match(r"\s*[\"']?([^\s\"'>]*)", raw)
+    return html.unescape(m.group(1)) if m else ""
 
 
 def text_value(raw: str) -> str:

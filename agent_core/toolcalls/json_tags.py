@@ -6,9 +6,12 @@ Each reader is one format; ``markers`` is what must be in a text for the format 
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from .. import _jsonscan
+from .._lazyre import Pattern, lazy
 from .base import (
+    MAX_CALLS,
     Call,
     Found,
     arguments_of,
@@ -26,7 +29,7 @@ class TaggedJson:
 
     name: str
     markers: tuple[str, ...]
-    _block: re.Pattern[str]
+    _block: Pattern
 
     def read(self, text: str) -> Found | None:
         return each_block(self._block, text, self.name,
@@ -38,28 +41,35 @@ class HermesTags(TaggedJson):
     Qwen3), one block per call; the closing tag may be cut off at the end."""
 
     name, markers = "hermes_tags", ("<tool_call>",)
-    _block = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+    _block = lazy(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
 
 
 class LongCat(TaggedJson):
     """``<longcat_tool_call>{...}</longcat_tool_call>`` (LongCat-Flash)."""
 
     name, markers = "longcat", ("<longcat_tool_call>",)
-    _block = re.compile(r"<longcat_tool_call>\s*(.*?)\s*(?:</longcat_tool_call>|\Z)", re.S)
+    _block = lazy(r"<longcat_tool_call>\s*(.*?)\s*(?:</longcat_tool_call>|\Z)", re.S)
 
 
 class TaggedList(TaggedJson):
-    """``<tool_calls>[{...}, ...]</tool_calls>`` (Jamba, Hunyuan)."""
+    """``<tool_calls>[{...}, ...]</tool_calls>`` (Jamba, Hunyuan A13B, Apriel); a block of
+    tags is another format's (Hunyuan 3's ``<tool_call>NAME<tool_sep>…``)."""
 
     name, markers = "tool_calls_tag", ("<tool_calls>",)
-    _block = re.compile(r"<tool_calls>\s*(.*?)\s*(?:</tool_calls>|\Z)", re.S)
+    _block = lazy(r"<tool_calls>\s*(.*?)\s*(?:</tool_calls>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        first = self._block.search(text)
+        if first is not None and first.group(1).startswith("<"):
+            return None
+        return super().read(text)
 
 
 class Nemotron(TaggedJson):
     """``<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`` (Llama-Nemotron)."""
 
     name, markers = "nemotron", ("<TOOLCALL>",)
-    _block = re.compile(r"<TOOLCALL>\s*(.*?)\s*(?:</TOOLCALL>|\Z)", re.S)
+    _block = lazy(r"<TOOLCALL>\s*(.*?)\s*(?:</TOOLCALL>|\Z)", re.S)
 
 
 class CommandA:
@@ -67,8 +77,8 @@ class CommandA:
     <|END_ACTION|>`` (Cohere Command A / R7B); its ``<|START_RESPONSE|>`` is the answer."""
 
     name, markers = "command_a", ("<|START_ACTION|>", "<|START_RESPONSE|>")
-    _block = re.compile(r"<\|START_ACTION\|>\s*(.*?)\s*(?:<\|END_ACTION\|>|\Z)", re.S)
-    _answer = re.compile(r"<\|START_RESPONSE\|>(.*?)(?:<\|END_RESPONSE\|>|\Z)", re.S)
+    _block = lazy(r"<\|START_ACTION\|>\s*(.*?)\s*(?:<\|END_ACTION\|>|\Z)", re.S)
+    _answer = lazy(r"<\|START_RESPONSE\|>(.*?)(?:<\|END_RESPONSE\|>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
         found = each_block(self._block, text, self.name,
@@ -83,7 +93,7 @@ class Granite(TaggedJson):
     """``<|tool_call|>[{...}, ...]`` (IBM Granite 3.x)."""
 
     name, markers = "granite", ("<|tool_call|>",)
-    _block = re.compile(r"<\|tool_call\|>\s*(.*?)\s*(?=<\|tool_call\|>|<\|end_of_text\|>|\Z)",
+    _block = lazy(r"<\|tool_call\|>\s*(.*?)\s*(?=<\|tool_call\|>|<\|end_of_text\|>|\Z)",
                         re.S)
 
 
@@ -91,14 +101,14 @@ class GraniteFunctionCall(TaggedJson):
     """``<function_call> {...}`` (Granite-20B-FunctionCalling), one per call."""
 
     name, markers = "granite_fc", ("<function_call>",)
-    _block = re.compile(r"<function_call>\s*(.*?)\s*(?=<function_call>|\Z)", re.S)
+    _block = lazy(r"<function_call>\s*(.*?)\s*(?=<function_call>|\Z)", re.S)
 
 
 class Functools(TaggedJson):
     """``functools[{...}, ...]`` (Phi-4-mini)."""
 
     name, markers = "phi4_functools", ("functools[",)
-    _block = re.compile(r"functools(\[.*?)(?=functools\[|\Z)", re.S)
+    _block = lazy(r"functools(\[.*?)(?=functools\[|\Z)", re.S)
 
 
 class InternLM(TaggedJson):
@@ -106,7 +116,7 @@ class InternLM(TaggedJson):
     (InternLM2 / 2.5)."""
 
     name, markers = "internlm", ("<|action_start|><|plugin|>",)
-    _block = re.compile(r"<\|action_start\|><\|plugin\|>\s*(.*?)\s*(?:<\|action_end\|>|\Z)",
+    _block = lazy(r"<\|action_start\|><\|plugin\|>\s*(.*?)\s*(?:<\|action_end\|>|\Z)",
                         re.S)
 
 
@@ -115,11 +125,11 @@ class Mistral:
     (Mistral, Mixtral, Ministral, Devstral)."""
 
     name, markers = "mistral", ("[TOOL_CALLS]",)
-    _named = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*(?:\[CALL_ID\]\s*\w+\s*)?"
+    _named = lazy(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*(?:\[CALL_ID\]\s*\w+\s*)?"
                         r"\[ARGS\]\s*(.*?)\s*(?=\[TOOL_CALLS\]|</s>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
-        named = list(self._named.finditer(text))
+        named = list(islice(self._named.finditer(text), MAX_CALLS + 1))
         if named:
             calls = []
             for m in named:
@@ -134,7 +144,7 @@ class LlamaTag:
     separated by ``;``."""
 
     name, markers = "llama_tag", ("<|python_tag|>",)
-    _end = re.compile(r"<\|(?:eom_id|eot_id|end_of_text)\|>")
+    _end = lazy(r"<\|(?:eom_id|eot_id|end_of_text)\|>")
 
     def read(self, text: str) -> Found | None:
         body = self._end.sub("", text.split("<|python_tag|>", 1)[1])
@@ -152,11 +162,49 @@ class LlamaTag:
         return Found(self.name, calls)
 
 
+class GigaChat(TaggedJson):
+    """``<|function_call|>{"name", "arguments"}`` (GigaChat 3.1) and ``function call
+    <|role_sep|>\n{...}`` (GigaChat 3)."""
+
+    name, markers = "gigachat", ("<|function_call|>", "function call<|role_sep|>")
+    _block = lazy(r"(?:<\|function_call\|>|function call<\|role_sep\|>)\s*(.*?)\s*"
+                        r"(?=<\|function_call\|>|<\|message_sep\|>|\Z)", re.S)
+
+
+class Apertus:
+    """``<|tools_prefix|>[{"NAME": {...arguments}}, ...]<|tools_suffix|>`` (Swiss AI
+    Apertus): each call an object whose one key is the tool's name."""
+
+    name, markers = "apertus", ("<|tools_prefix|>",)
+    _block = lazy(r"<\|tools_prefix\|>\s*(.*?)\s*(?:<\|tools_suffix\|>|\Z)", re.S)
+
+    def read(self, text: str) -> Found | None:
+        return each_block(self._block, text, self.name, self._body)
+
+    def _body(self, body: str) -> Found:
+        found = _jsonscan.first_value(body)
+        if found is None:
+            return unreadable(self.name, f"<|tools_prefix|> is not followed by a readable "
+                                         f"JSON call: {body.strip()[:120]!r}")
+        value, repaired = found
+        calls = []
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and len(item) == 1 and "name" not in item:
+                [(name, raw)] = item.items()
+                arguments, problem, _ = arguments_of(raw, name)
+                calls.append(Call(name, arguments, problem))
+            else:
+                calls.append(call_from_object(item, self.name))
+        if not calls:
+            return unreadable(self.name, "apertus: the list of calls is empty")
+        return Found(self.name, calls, repaired)
+
+
 class AnswerTag:
     """``<answer>…</answer>`` around the answer (Hunyuan, after its ``<think>``)."""
 
     name, markers = "answer_tag", ("<answer>",)
-    _block = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.S)
+    _block = lazy(r"<answer>(.*?)(?:</answer>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
         found = self._block.search(text)

@@ -1,5 +1,6 @@
 """Typing the arguments the XML-style formats write as text, by the tool's JSON Schema:
-``<parameter=days>7</parameter>`` is 7 when ``days`` is an integer, "7" when a string."""
+``<parameter=days>7</parameter>`` is 7 when ``days`` is an integer, "7" when a string; in
+nested objects and lists too (the tags of MiniMax-M3)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,26 @@ def type_arguments(arguments: dict[str, Any], schema: Mapping[str, Any] | None
     """``arguments`` (values as written) typed by ``schema``'s properties; a value that
     does not read as its type stays text (the tool's own validation then names it)."""
     properties = (schema or {}).get("properties") or {}
-    return {key: _typed(value, _types(properties.get(key) or {})) if isinstance(value, str)
-            else value for key, value in arguments.items()}
+    return {key: _typed_value(value, properties.get(key) or {})
+            for key, value in arguments.items()}
+
+
+def _typed_value(value: Any, prop: Mapping[str, Any]) -> Any:
+    """``value`` typed by its property's schema, nested objects and lists (MiniMax-M3's
+    tags) included."""
+    if isinstance(value, str):
+        return _typed(value, _types(prop))
+    kinds = _types(prop)
+    if isinstance(value, dict) and len(value) == 1 and "array" in kinds \
+            and "object" not in kinds:
+        [inner] = value.values()  # <items><item>…</item><item>…</item></items>
+        value = inner if isinstance(inner, list) else [inner]
+    items = prop.get("items")
+    if isinstance(value, list) and isinstance(items, Mapping):
+        return [_typed_value(item, items) for item in value]
+    if isinstance(value, dict) and isinstance(prop.get("properties"), Mapping):
+        return type_arguments(value, prop)
+    return value
 
 
 def _types(prop: Mapping[str, Any]) -> list[str]:

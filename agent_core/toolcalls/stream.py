@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import re
 
-from .reasoning import BLOCKS, split_reasoning
+from .._lazyre import lazy
+from .nested import MINIMAX_NS
+from .reasoning import MARKS, split_reasoning
 
 #: Where what may be shown ends: the start of any tool-call markup or special token.
 _STOPS = ("<tool_call", "<function", "<|", "<｜", "[TOOL_CALLS]", "<minimax:", "<seed:",
           "<steptml:", "<longcat_", "<tool_calls>", "functools[", "<think", "</think",
           "<arg_key>", "[{", "{\"name\"", "{\"tool", "{\"type\"", "<TOOLCALL>", "```tool_code",
-          "<thinking", "</thinking", "<reasoning", "</reasoning")
-_HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final\s*<\|message\|>(.*?)(?:<\|return\|>|"
-                            r"<\|end\|>|\Z)", re.S)
+          "<thinking", "</thinking", "<reasoning", "</reasoning", "[THINK]", "[/THINK]",
+          "<channel|>", "<start_function_call>", MINIMAX_NS, ">>>", "{\"function\"",
+          "<|tools_prefix|>")
+_HARMONY_FINAL = lazy(r"<\|channel\|>\s*final[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>"
+                            r"(.*?)(?:<\|return\|>|<\|end\|>|\Z)", re.S)
 
 
 #: Everything ``showable`` looks for: with none of it in a reply, the reply is shown as it
 #: is but for an end that may begin a stop.
-_MARKS = tuple(dict.fromkeys([*_STOPS, *(tag for pair in BLOCKS for tag in pair),
-                              "<|channel|>"]))
+_MARKS = tuple(dict.fromkeys([*_STOPS, *MARKS, "<|channel|>"]))
 _LONGEST = max(map(len, _MARKS))
 #: Each stop's beginnings, in the order they are tried (stop by stop, longest first).
 _BEGINNINGS = tuple(stop[:size] for stop in _STOPS for size in range(len(stop) - 1, 0, -1))

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
+from itertools import islice
 
-from .base import Call, Found, arguments_of, unreadable
+from .._lazyre import lazy
+from .base import MAX_CALLS, Call, Found, arguments_of, unreadable
 
 
 def _call(name: str, raw: str) -> Call:
@@ -26,14 +28,14 @@ class Kimi:
     <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|>``."""
 
     name, markers = "kimi_k2", ("<|tool_call_begin|>",)
-    _call = re.compile(r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::(\d+))?\s*"
+    _call = lazy(r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::(\d+))?\s*"
                        r"<\|tool_call_argument_begin\|>\s*(.*?)\s*"
                        r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|"
                        r"<\|tool_calls_section_end\|>|\Z)", re.S)
 
     def read(self, text: str) -> Found | None:
         calls: list[Call] = []
-        for m in self._call.finditer(text):
+        for m in islice(self._call.finditer(text), MAX_CALLS + 1):
             call = _call(m.group(1), m.group(3))
             call.call_id = f"functions.{m.group(1)}:{m.group(2) or len(calls)}"
             calls.append(call)
@@ -43,17 +45,20 @@ class Kimi:
 
 class DeepSeek:
     """``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json
-    {...}```<｜tool▁call▁end｜>`` (V3, R1) and ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}``
-    (V3.1)."""
+    {...}```<｜tool▁call▁end｜>`` (V3, R1; the R1 distills may open with ``<｜tool▁calls｜>``)
+    and ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}`` (V3.1)."""
 
-    name, markers = "deepseek", ("<｜tool▁call▁begin｜>", "<｜tool▁calls▁begin｜>")
-    _call = re.compile(r"<｜tool▁call▁begin｜>\s*(?:(?:function|tool)\s*<｜tool▁sep｜>\s*"
+    name = "deepseek"
+    markers = ("<｜tool▁call▁begin｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls｜>")
+    _call = lazy(r"(?:<｜tool▁call▁begin｜>|<｜tool▁calls｜>)\s*"
+                       r"(?:(?:function|tool)\s*<｜tool▁sep｜>\s*"
                        r"([\w.-]+)|([\w.-]+)\s*<｜tool▁sep｜>)\s*(.*?)\s*"
                        r"(?:<｜tool▁call▁end｜>|(?=<｜tool▁call▁begin｜>)|<｜tool▁calls▁end｜>|\Z)",
                        re.S)
+
     def read(self, text: str) -> Found | None:
         calls: list[Call] = []
-        for m in self._call.finditer(text):
+        for m in islice(self._call.finditer(text), MAX_CALLS + 1):
             calls.append(_call(m.group(1) or m.group(2), _unfenced(m.group(3))))
         return Found(self.name, calls) if calls else unreadable(
             self.name, "deepseek: tool call tokens without a readable call")
@@ -61,22 +66,35 @@ class DeepSeek:
 
 class Harmony:
     """gpt-oss: ``<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}
-    <|call|>`` (the recipient may also come before the channel); the ``final`` channel is
-    the answer. The analysis channel is reasoning (cut before any reader looks)."""
+    <|call|>``. A recipient makes a call on whatever channel it stands (analysis included),
+    in the role header (``<|start|>assistant to=functions.NAME<|channel|>…``) or the
+    channel's, with or without ``<|constrain|>``; the ``final`` channel is the answer, and
+    commentary with no recipient (a preamble) is the answer when there is nothing else. The
+    analysis channel without a recipient is reasoning (cut before any reader looks)."""
 
     name, markers = "harmony", ("<|channel|>", "<|message|>")
-    _call = re.compile(r"(?:to=(?:functions\.)?([\w.-]+)\s*)?<\|channel\|>\s*commentary"
-                       r"(?:\s+to=(?:functions\.)?([\w.-]+))?[^<]*(?:<\|constrain\|>\s*\w+\s*)?"
-                       r"<\|message\|>(.*?)(?:<\|call\|>|<\|end\|>|(?=<\|start\|>)|\Z)", re.S)
-    _final = re.compile(r"<\|channel\|>\s*final\s*<\|message\|>(.*?)"
-                        r"(?:<\|return\|>|<\|end\|>|\Z)", re.S)
+    _message = lazy(r"(?:to=([\w.-]+)[^<]*)?<\|channel\|>\s*(\w+)([^<]*)"
+                          r"(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
+                          r"(?:<\|call\|>|<\|end\|>|<\|return\|>|(?=<\|start\|>)|\Z)", re.S)
+    _recipient = lazy(r"to=([\w.-]+)")
 
     def read(self, text: str) -> Found | None:
-        calls = [_call(m.group(1) or m.group(2), m.group(3)) for m in self._call.finditer(text)
-                 if m.group(1) or m.group(2)]
+        calls: list[Call] = []
+        final: str | None = None
+        preamble: list[str] = []
+        for m in islice(self._message.finditer(text), MAX_CALLS + 1):
+            header = self._recipient.search(m.group(3))
+            recipient = m.group(1) or (header.group(1) if header else "")
+            if recipient and recipient != "assistant":
+                calls.append(_call(recipient.removeprefix("functions."), m.group(4)))
+            elif m.group(2) == "final":
+                final = m.group(4)
+            elif m.group(2) == "commentary":
+                preamble.append(m.group(4))
         if calls:
             return Found(self.name, calls)
-        final = self._final.search(text)
-        if final:
-            return Found(self.name, answer=final.group(1).strip())
+        if final is not None or preamble:
+            return Found(self.name, answer=(final if final is not None else "\n".join(preamble)))
+        if self._recipient.search(text):
+            return unreadable(self.name, "harmony: a message to a tool that is cut off")
         return None

@@ -145,5 +145,7 @@ class ToolContext:
         if self.workdir is None:
             return None
         raw = self.extra.get("sandbox") or {}
+        inbox = self.extra.get("inbox")
         return Sandbox(self.workdir, SandboxLimits(**raw) if isinstance(raw, Mapping)
-                       else SandboxLimits())
+                       else SandboxLimits(), inbox=Path(inbox) if isinstance(inbox, str)
+                       else None)

@@ -5,6 +5,7 @@ process (``python -m agent_core.tools._child``): it gets its validated arguments
 caller's context as JSON on stdin and answers JSON on stdout. The child's address space is
 capped with RLIMIT_AS; when the call's time runs out the whole process group is killed. A
 crash, an out-of-memory kill or a signal becomes a ToolError; the gateway carries on.
+``run_child`` is the same runner for other work (the converter of files people send).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import resource
 import signal
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -46,18 +48,31 @@ def context_payload(ctx: ToolContext | None) -> dict[str, Any] | None:
             "extra": to_jsonable_python(dict(ctx.extra), fallback=str)}
 
 
-async def run_isolated(tool: Tool, arguments: dict[str, Any], ctx: ToolContext | None) -> Any:
-    """Call ``tool`` in a child process; its return value, or ToolError."""
-    module = tool.fn.__module__
-    payload = json.dumps({
-        "module": module, "name": tool.fn.__name__,
-        "arguments": to_jsonable_python(arguments, fallback=str),
-        "ctx": context_payload(ctx)}).encode()
+@dataclass(frozen=True, slots=True)
+class ChildExit:
+    """How a child process ended: its exit status (negative: the signal that killed it)
+    and what it wrote."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def signal_name(self) -> str | None:
+        """The signal that killed it (SIGKILL when its memory ran out), or None."""
+        code = self.returncode
+        return signal.Signals(-code).name if code is not None and code < 0 else None
+
+
+async def run_child(module: str, payload: bytes, *, memory_mb: int | None) -> ChildExit:
+    """``python -m module`` with ``payload`` on stdin, in its own process group with its
+    address space capped at ``memory_mb``; cancelled (a timeout), the whole group is
+    killed before this returns."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent_core.tools._child",
+        sys.executable, "-m", module,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        preexec_fn=_limit(tool.memory_mb))
+        preexec_fn=_limit(memory_mb))
     try:
         out, err = await process.communicate(payload)
     except BaseException:
@@ -67,18 +82,28 @@ async def run_isolated(tool: Tool, arguments: dict[str, Any], ctx: ToolContext |
         with contextlib.suppress(Exception):
             await asyncio.shield(process.wait())
         raise
-    code = process.returncode
-    if code is not None and code < 0:
-        name = signal.Signals(-code).name
-        raise ToolError(f"{tool.name} was killed by {name} (its memory or time limit, or an "
-                        "operator); it did not finish")
+    return ChildExit(process.returncode, out, err)
+
+
+async def run_isolated(tool: Tool, arguments: dict[str, Any], ctx: ToolContext | None) -> Any:
+    """Call ``tool`` in a child process; its return value, or ToolError."""
+    module = tool.fn.__module__
+    payload = json.dumps({
+        "module": module, "name": tool.fn.__name__,
+        "arguments": to_jsonable_python(arguments, fallback=str),
+        "ctx": context_payload(ctx)}).encode()
+    done = await run_child("agent_core.tools._child", payload, memory_mb=tool.memory_mb)
+    code = done.returncode
+    if done.signal_name is not None:
+        raise ToolError(f"{tool.name} was killed by {done.signal_name} (its memory or time "
+                        "limit, or an operator); it did not finish")
     try:
-        answer = json.loads(out.decode("utf-8", errors="replace") or "{}")
+        answer = json.loads(done.stdout.decode("utf-8", errors="replace") or "{}")
     except ValueError:
         answer = {}
     if code == 0 and answer.get("ok"):
         return answer.get("output")
-    message = answer.get("error") or _last_line(err) or f"exit status {code}"
+    message = answer.get("error") or _last_line(done.stderr) or f"exit status {code}"
     raise ToolError(f"{tool.name} failed in its process: {message}",
                     retryable=bool(answer.get("retryable")))
 

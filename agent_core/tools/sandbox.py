@@ -5,20 +5,29 @@ look-alike separators, and anything that resolves outside the sandbox through a 
 (including the ``/sandbox-evil`` prefix-sibling trick, since containment is checked by path
 components, never by string prefix). Files are opened with O_NOFOLLOW so a symlink swapped
 in after the check is not followed either.
+
+``inbox/`` is the conversation's inbox (the files people sent, kept by the gateway): every
+task of the conversation reads it there, none writes into it, and no other conversation's
+is reachable.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..datadir import private_dir
 from ..errors import ToolError
 
 _ENCODED = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+#: The folder every task of a conversation sees the files people sent in (read-only).
+INBOX = "inbox"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,18 +44,34 @@ class Sandbox:
 
     workdir: Path
     limits: SandboxLimits = SandboxLimits()
+    #: The conversation's inbox, seen as ``inbox/`` (None: the task has none).
+    inbox: Path | None = None
 
     def root(self) -> Path:
-        """The directory, created if it does not exist yet."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        return self.workdir
+        """The directory, created (0700, as its missing parents) if it does not exist yet."""
+        return private_dir(self.workdir)
 
-    def resolve(self, user_path: str) -> Path:
-        """The absolute path of ``user_path`` inside the sandbox, or ToolError."""
-        return resolve(self.workdir, user_path)
+    def resolve(self, user_path: str, *, write: bool = False) -> Path:
+        """The absolute path of ``user_path`` inside the sandbox (``inbox/...`` inside the
+        conversation's inbox, read-only), or ToolError."""
+        path = resolve(self.workdir, user_path)  # every check of the path's spelling
+        parts = Path(user_path).parts
+        if self.inbox is None or not parts or parts[0] != INBOX:
+            return path
+        if write:
+            raise ToolError("inbox/ holds the files people sent and is read-only; write "
+                            "somewhere else in the sandbox")
+        root = self.inbox.resolve()
+        candidate = root.joinpath(*parts[1:]).resolve(strict=False)
+        if candidate != root and not candidate.is_relative_to(root):
+            raise ToolError("the path leads outside the sandbox")
+        return candidate
 
     def relative(self, path: Path) -> str:
-        """``path`` (inside the sandbox) as the model should name it."""
+        """``path`` (inside the sandbox or its inbox) as the model should name it."""
+        if self.inbox is not None and path.is_relative_to(self.inbox.resolve()):
+            rest = path.relative_to(self.inbox.resolve())
+            return INBOX if str(rest) == "." else f"{INBOX}/{rest}"
         return str(path.relative_to(self.workdir.resolve()))
 
     def usage(self) -> int:
@@ -61,12 +86,26 @@ class Sandbox:
         """``path`` opened for writing, refusing a symlink swapped in after the check."""
         return os.fdopen(open_for_write(path, append=append), "wb")
 
+    def read(self, user_path: str) -> bytes:
+        """The bytes of the regular file at ``user_path``, reached without following any
+        symbolic link (:func:`open_inside`): what the gateway serves and uploads of files
+        tools made. ToolError for a path or file that is refused, OSError (e.g.
+        FileNotFoundError) for one that is not there."""
+        with os.fdopen(open_inside(self.workdir, user_path), "rb") as handle:
+            return handle.read()
+
 
 def sandbox_dir(data_dir: Path, conversation_id: str, task_id: str) -> Path:
     """Where a task's sandbox lives: under the data directory, one folder per
     conversation, one per task within it."""
     safe = conversation_id.replace("/", "_").replace(":", "_")
     return Path(data_dir).joinpath("sandboxes", safe, task_id)  # one parse, not three
+
+
+def inbox_dir(data_dir: Path, conversation_id: str) -> Path:
+    """Where the files people sent in a conversation are kept: beside its tasks'
+    sandboxes, one inbox per conversation."""
+    return sandbox_dir(data_dir, conversation_id, INBOX)
 
 
 def resolve(workdir: Path, user_path: str) -> Path:
@@ -116,10 +155,50 @@ def open_for_write(path: Path, *, append: bool) -> int:
     flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     flags |= os.O_APPEND if append else os.O_TRUNC
     try:
-        return os.open(path, flags, 0o640)
+        return os.open(path, flags, 0o600)
     except OSError as exc:
         if exc.errno in (40, 62):  # ELOOP: the final component is a symlink
             raise ToolError("the path is a symbolic link; refused") from None
+        raise
+
+
+def open_inside(workdir: Path, user_path: str) -> int:
+    """A file descriptor for reading the regular file at ``user_path`` in ``workdir``: the
+    path is checked as :func:`resolve` checks it, then opened one component at a time from
+    the sandbox's own directory with O_NOFOLLOW, so a symlink anywhere on the way (the file,
+    or a folder such as ``attachments/`` swapped for a link) is refused, whatever it points
+    at and whenever it was made. A FIFO or device is refused without blocking on it."""
+    resolve(workdir, user_path)
+    parts = [part for part in Path(user_path).parts if part not in ("", ".")]
+    if not parts:
+        raise ToolError("the path names the sandbox itself")
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    folder = os.open(workdir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        for part in parts[:-1]:
+            inner = _open_at(part, folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                             | nofollow)
+            os.close(folder)
+            folder = inner
+        fd = _open_at(parts[-1], folder, os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0))
+    finally:
+        os.close(folder)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError("the path is not a regular file; refused")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _open_at(name: str, folder: int, flags: int) -> int:
+    try:
+        return os.open(name, flags, dir_fd=folder)
+    except OSError as exc:
+        # ELOOP: a symlink where O_NOFOLLOW allows none; ENOTDIR: a folder that is not one
+        # (O_DIRECTORY refuses a symlink to a folder with it on some systems).
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, getattr(errno, "EFTYPE", -1)):
+            raise ToolError("the path is, or passes through, a symbolic link (or a file where "
+                            "a folder should be); refused") from None
         raise
 
 

@@ -3,7 +3,6 @@ the signed approve / reject links sent with webhook callbacks."""
 
 from __future__ import annotations
 
-import hmac
 import html
 import json
 import time
@@ -12,7 +11,9 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approvals import Decision, approval_signature
+from adapters.arguments import display_json
+
+from ..approvals import Decision
 from ._http import GATEWAY, bad, caller_of, parse
 
 
@@ -29,7 +30,7 @@ class ApprovalRequest(BaseModel):
 
 
 _DECISION_STATUS = {"decided": 200, "forbidden": 403, "unknown": 404, "already": 409,
-                    "expired": 409}
+                    "expired": 409, "invalid": 400}
 
 
 async def decide_approval(request: web.Request) -> web.Response:
@@ -65,7 +66,10 @@ async def get_approval(request: web.Request) -> web.Response:
     keep = ("id", "status", "task_id", "conversation_id", "tool", "reason", "requester",
             "created_at", "expires_at", "decided_by", "decided_at", "note")
     view: dict[str, Any] = {k: record.get(k) for k in keep}
+    # What the tool runs (or ran) with; an approver's edit replaced the model's proposal.
     view["arguments"] = json.loads(record["arguments"])
+    proposed = record.get("proposed_arguments")
+    view["proposed_arguments"] = json.loads(proposed) if proposed else None
     return web.json_response(view)
 
 
@@ -81,23 +85,26 @@ async def webhook_approval(request: web.Request) -> web.Response:
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     if decision not in ("approve", "reject"):
         raise bad(404, "the decision must be approve or reject")
-    secret = gateway.settings.hermes_webhook_secrets.get(source)
     exp = request.query.get("exp", "")
     sig = request.query.get("sig", "")
-    if secret is None:
+    if source not in gateway.settings.hermes_webhook_secrets:
         raise bad(404, f"unknown webhook source {source!r}")
-    expected = approval_signature(secret.get_secret_value(), approval_id, decision, exp)
-    if not exp.isdigit() or not hmac.compare_digest(expected, sig):
+    if not exp.isdigit():
+        raise bad(401, "bad or missing signature")
+    approvals = gateway.parts.approvals
+    record = await approvals.get(approval_id)
+    if record is None:
+        raise bad(404, "no such approval")
+    # Signed by this source, for this approval of this source and its requester: a link
+    # signed with another source's secret decides nothing.
+    if not approvals.link_matches(record, source=source, decision=decision, exp=exp, sig=sig):
         raise bad(401, "bad or missing signature")
     if int(exp) < time.time():
         raise bad(410, "this link has expired")
-    record = await gateway.parts.approvals.get(approval_id)
-    if record is None:
-        raise bad(404, "no such approval")
     if request.method == "GET":
         return _confirm_page(record, decision)
     # The source signed this link for its user: decide as the person who asked.
-    return _decision_response(await gateway.parts.approvals.decide(
+    return _decision_response(await approvals.decide(
         approval_id, approved=decision == "approve", actor=record["requester"],
         actor_name=record["requester_name"]))
 
@@ -105,7 +112,7 @@ async def webhook_approval(request: web.Request) -> web.Response:
 def _confirm_page(record: dict[str, Any], decision: str) -> web.Response:
     """What the link would decide, and the button (a POST to the same signed URL)."""
     verb = "Approve" if decision == "approve" else "Reject"
-    arguments = json.dumps(json.loads(record["arguments"]), ensure_ascii=False, indent=2)
+    arguments = display_json(json.loads(record["arguments"]))
     done = record.get("status") != "pending"
     button = (f"<p>This request was already {html.escape(str(record.get('status')))}.</p>"
               if done else f'<form method="post"><button type="submit">{verb}</button></form>')

@@ -11,16 +11,27 @@ import re
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters.base import InboundMessage, Routed
-from agent_core import PAUSED, TERMINAL, TaskState
+from agent_core import PAUSED, TERMINAL, Sandbox, TaskState, ToolError
 from agent_core.ids import new_id
 from agent_core.tools.sandbox import sandbox_dir
 
-from ..openapi import ATTACHMENT_NAME
+from ..openapi import ATTACHMENT_NAME, BASE64
 from ..service import Gateway
-from ._http import GATEWAY, LOCAL_ID, bad, caller_of, parse, visible
+from ._http import GATEWAY, LOCAL_ID, bad, body_within, caller_of, invalid, visible
+from .uploads import Limits, Upload, decoded, multipart, stashed
+
+
+class FilePart(BaseModel):
+    """A file sent in a JSON body, base64."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255)
+    content_type: str | None = Field(None, max_length=200)
+    data: str = Field(pattern=BASE64)
 
 
 class RunRequest(BaseModel):
@@ -31,6 +42,13 @@ class RunRequest(BaseModel):
     text: str = Field(min_length=1, max_length=20_000)
     conversation_id: str | None = Field(None, pattern=LOCAL_ID)
     user_id: str | None = Field(None, min_length=1, max_length=200)
+    files: list[FilePart] = Field(default_factory=list, max_length=100)
+
+
+class FormRequest(RunRequest):
+    """The fields of a multipart body: the text may be empty when files come with it."""
+
+    text: str = Field("", max_length=20_000)
 
 
 def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
@@ -48,8 +66,11 @@ async def _submit(request: web.Request, task_id: str | None = None
     """Route the request's message: a task, or a command answered at once. Given the
     ``task_id`` (a synchronous run, which waits for it), the task starts here if it can."""
     gateway = request.app[GATEWAY]
-    body = await parse(request, RunRequest)
+    body, uploads = await _body(request, Limits(gateway.settings))
     msg = _inbound(body, request)
+    if uploads:
+        msg.attachments = await stashed(gateway.parts.inbox.stash, msg.conversation_id,
+                                        uploads)
     routed = await gateway.parts.router.ingest(msg, task_id=task_id,
                                                start_here=task_id is not None)
     if routed.status == "duplicate":
@@ -57,6 +78,28 @@ async def _submit(request: web.Request, task_id: str | None = None
     if routed.status != "command" and routed.task_id is None:
         raise bad(400, f"not accepted: {routed.status} ({routed.reason})")
     return msg, routed
+
+
+async def _body(request: web.Request, limits: Limits) -> tuple[RunRequest, list[Upload]]:
+    """The request's message and its files: a JSON body (files as base64 parts) or a
+    multipart/form-data one (files as file fields)."""
+    if request.content_type == "multipart/form-data":
+        fields, uploads = await multipart(request, limits)
+        try:
+            body = FormRequest.model_validate(fields)
+        except ValidationError as exc:
+            raise bad(400, f"invalid body: {invalid(exc)}") from None
+        if not body.text and not uploads:
+            raise bad(400, "send a text, files, or both")
+        return body, uploads
+    if request.content_type != "application/json":
+        raise bad(415, "send the body as application/json or multipart/form-data")
+    raw = await body_within(request, limits.json_body())
+    try:
+        run = RunRequest.model_validate_json(raw or b"")
+    except ValidationError as exc:
+        raise bad(400, f"invalid body: {invalid(exc)}") from None
+    return run, decoded(run.files, limits) if run.files else []
 
 
 def _command_answer(msg: InboundMessage, routed: Routed) -> web.Response:
@@ -101,6 +144,10 @@ async def run_sync(request: web.Request) -> web.Response:
                         break
     if state is None or state.status not in TERMINAL | PAUSED:  # e.g. its save failed
         state = await load_task(gateway, task_id)
+    if state.status == "awaiting_approval" and state.approval is not None:
+        with contextlib.suppress(TimeoutError):  # answered with its approval decidable
+            async with asyncio.timeout(5.0):
+                await gateway.parts.approvals.until_open(state.approval.id)
     status = 200 if state.status in TERMINAL | PAUSED else 202
     return web.json_response(view_of(state), status=status)
 
@@ -205,12 +252,12 @@ async def task_attachment(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     if not _ATTACHMENT.match(name) or ".." in name:
         raise bad(400, "an attachment name is letters, digits, '_', '.' and '-'")
-    folder = sandbox_dir(gateway.settings.hermes_data_dir, state.conversation_id,
-                         state.task_id) / "attachments"
-    path = folder / name
+    sandbox = Sandbox(sandbox_dir(gateway.settings.hermes_data_dir, state.conversation_id,
+                                  state.task_id))
     try:
-        data = await asyncio.to_thread(path.read_bytes)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        # Never through a symlink: one a tool planted there may point anywhere.
+        data = await asyncio.to_thread(sandbox.read, f"attachments/{name}")
+    except (ToolError, OSError):
         raise bad(404, f"task {state.task_id!r} has no attachment {name!r}") from None
     kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
     inline = kind in _INLINE

@@ -19,10 +19,11 @@ function newId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Date
 // Who this page speaks as: the gateway's local token (handed to this page only, on a
 // gateway without API keys), or a key its person typed in; the principal it proves names
 // the conversations this page may see.
-const session = {token: "", user: ""};
+const session = {token: "", user: "", needsKey: false};
 async function connect() {
   const r = await fetch("/webchat/session", {headers: {"X-Hermes-Client": "webchat"}}).catch(() => null);
   const body = r && r.ok ? await r.json().catch(() => ({})) : {};
+  session.needsKey = !!body.needs_key;
   session.token = body.token || localStorage.getItem("hermes.token") || "";
   session.user = body.user || "";
   if (!session.user && session.token) {
@@ -104,7 +105,17 @@ function forget(taskId) {
   tasks.delete(taskId); refresh();
 }
 
+// A gateway with API keys: the person gives theirs once (kept in this browser).
+async function askForKey() {
+  const t = prompt("This gateway needs an API key (HERMES_API_KEYS):");
+  if (!t) return false;
+  localStorage.setItem("hermes.token", t);
+  await connect();
+  return true;
+}
+
 async function ask(text) {
+  if (session.needsKey && !token() && !(await askForKey())) return;
   bubble("user", text);
   send.disabled = true;
   let body = {}, r;
@@ -116,8 +127,8 @@ async function ask(text) {
     bubble("bot", "Could not reach the gateway: " + e, {error: true}); refresh(); return;
   }
   if (r.status === 401) {
-    const t = prompt("This gateway needs an API key (HERMES_API_KEYS):");
-    if (t) { localStorage.setItem("hermes.token", t); log.lastElementChild.remove(); await connect(); return ask(text); }
+    localStorage.removeItem("hermes.token"); session.token = "";
+    if (await askForKey()) { log.lastElementChild.remove(); return ask(text); }
   }
   if (!r.ok) { bubble("bot", "Error: " + (body.error || r.status), {error: true}); refresh(); return; }
   if (body.status === "command") {  // answered at once (/help, /status, /reset, /stop ...)
@@ -267,6 +278,7 @@ function resolved(p) {
 // --- after a reload ----------------------------------------------------------------------
 async function restore() {
   let body;
+  if (!token()) { welcome(); return; }
   try {
     const r = await fetch("/agent/conversations/" + encodeURIComponent(conversationKey()) + "/messages?limit=50", {headers: headers()});
     if (!r.ok) throw new Error((await r.json().catch(() => ({}))).error || r.status);
@@ -290,7 +302,8 @@ async function restore() {
 form.addEventListener("submit", (e) => {
   e.preventDefault();
   const t = input.value.trim();
-  if (!t || (send.disabled && !t.startsWith("/"))) return;  // commands go while a task runs
+  if (!t || document.documentElement.dataset.ready !== "true") return;
+  if (send.disabled && !t.startsWith("/")) return;  // commands go while a task runs
   input.value = ""; grow(); ask(t);
 });
 input.addEventListener("keydown", (e) => {
@@ -316,4 +329,10 @@ $("newchat").onclick = () => {
   welcome();
 };
 showConversation();
-connect().then(restore);
+// Ready once the page knows who it speaks as and has shown the conversation so far: a
+// message typed before then would land above the history.
+send.disabled = true;
+connect().then(restore).finally(() => {
+  document.documentElement.dataset.ready = "true";
+  refresh();
+});

@@ -93,6 +93,7 @@ async def chat(request: pytest.FixtureRequest, browser: Browser,
         page.on("request", lambda req: chat.requests.append(req.url))
         made.append(chat)
         await page.goto(chat.url)
+        await page.locator("html[data-ready=true]").wait_for(state="attached")
         return chat
 
     yield open_chat

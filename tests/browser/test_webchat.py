@@ -247,3 +247,26 @@ async def test_a_streamed_answer_replaces_its_draft_once_even_across_a_reload(
     await expect(c.bubbles("bot").filter(has_text="word59")).to_have_count(2)
     assert await draft.count() == 0
     assert c.errors == []
+
+
+async def test_with_api_keys_the_page_asks_for_one_and_speaks_as_its_principal(
+        chat: Any) -> None:
+    key = "browser-key-0123456789abcdef"
+    c: Chat = await chat(hermes_api_keys=[{"key": key, "user": "dana", "role": "user"}])
+    c.harness.model.add(Reply("Hello, Dana."))
+    asked: list[str] = []
+
+    async def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        await dialog.accept(key)
+
+    c.page.on("dialog", answer)
+    await c.send("hi")
+    await expect(c.bubbles("bot").last).to_have_text("Hello, Dana.")
+    assert asked and "HERMES_API_KEYS" in asked[0]
+    # After a reload the page knows whose conversations to show (GET /agent/whoami).
+    await c.page.reload()
+    await expect(c.bubbles("user").first).to_have_text("hi")
+    await expect(c.bubbles("bot").last).to_have_text("Hello, Dana.")
+    assert len(asked) == 1, "the key is remembered"
+    assert c.errors == []

@@ -14,7 +14,7 @@ from agent_core.models.replay import Reply
 from agent_core.store.base import ConversationStore
 from gateway.cli import main
 from gateway.settings import ApiKey
-from tests.integration.conftest import GatewayFactory, answer_echo
+from tests.integration.conftest import GatewayFactory, answer_echo, api_key, bearer
 
 
 async def sse_events(client: Any, path: str, headers: dict[str, str] | None = None
@@ -236,8 +236,10 @@ def test_serve_refuses_a_public_address_without_api_keys(
 async def test_bad_requests_get_a_4xx_with_a_reason(make_gateway: GatewayFactory, method: str,
                                                     path: str, kwargs: dict[str, Any],
                                                     status: int) -> None:
-    h = await make_gateway()
-    if kwargs.get("data") == "BIG":
+    big = kwargs.get("data") == "BIG"
+    # A JSON body may carry one file's worth of base64 (HERMES_MAX_FILE_MB) beyond 1 MB.
+    h = await make_gateway(**({"hermes_max_file_mb": 0.5} if big else {}))
+    if big:
         kwargs = {**kwargs, "data": io.BytesIO(b"x" * 2_000_000)}
     response = await getattr(h.client, method)(path, **kwargs)
     assert response.status == status
@@ -264,11 +266,26 @@ async def test_openapi_documents_every_api_route(make_gateway: GatewayFactory) -
     assert routes <= set(doc["paths"]), routes - set(doc["paths"])
 
 
-async def test_readyz_reports_the_store_and_channels(make_gateway: GatewayFactory) -> None:
-    h = await make_gateway()
-    body = await (await h.client.get("/readyz")).json()
+async def test_readyz_says_ready_and_nothing_about_the_deployment(
+        make_gateway: GatewayFactory) -> None:
+    # Public (probes carry no key): no store path, model, channels or MCP servers.
+    h = await make_gateway(hermes_api_keys=["readyz-key-0123456789abcdef"])
+    response = await h.client.get("/readyz")
+    assert response.status == 200 and await response.json() == {"status": "ready"}
+    text = await (await h.client.get("/readyz")).text()
+    for detail in ("valkey", "scripted", "webhook", "mcp", str(h.settings.hermes_data_dir)):
+        assert detail not in text
+    refused = await h.client.get("/agent/status")
+    assert refused.status == 401 and "valkey" not in await refused.text()
+
+
+async def test_the_status_of_the_parts_is_for_admins(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(hermes_api_keys=[api_key("boss", "admin"), api_key("someone")])
+    body = await (await h.client.get("/agent/status", headers=bearer("boss"))).json()
     assert body["status"] == "ready" and "webhook" in body["channels"]
-    await asyncio.sleep(0)
+    assert body["model"] == "openai:scripted" and body["hub"] == "off"
+    refused = await h.client.get("/agent/status", headers=bearer("someone"))
+    assert refused.status == 403 and "channels" not in await refused.text()
 
 
 async def test_a_conversation_s_recent_messages_and_its_open_tasks(

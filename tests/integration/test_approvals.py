@@ -4,6 +4,8 @@ links: who may decide, exactly once, expiry, restarts, audit, permissions, injec
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import time
 from pathlib import Path
@@ -15,7 +17,9 @@ import pytest
 from adapters.approvals import APPROVE, REJECT
 from agent_core import tool
 from agent_core.models.replay import Reply
+from gateway.approvals import approval_signature
 from tests.integration.conftest import (
+    WEBHOOK_SECRET,
     GatewayFactory,
     Harness,
     api_key,
@@ -28,6 +32,7 @@ from tests.integration.test_webhook import body_of
 from tests.integration.test_webhook import post as post_webhook
 
 SAVE = Reply.call("save_daily_report", {"content": "Q3 revenue: 1.2M"})
+ERP_SECRET = "erp-webhook-secret"
 
 
 def report(h: Harness) -> str:
@@ -75,11 +80,21 @@ async def request_write(h: Harness, *, user: str = "U1") -> str:
     await send(h, event_body(mention("save the Q3 report", user=user)))
     await h.wait_for(lambda: any(c.get("blocks") for c in h.slack.of("chat.postMessage")))
     prompt = prompt_message(h)
-    buttons = prompt["blocks"][1]["elements"]
+    buttons = buttons_of(prompt)
     assert [b["action_id"] for b in buttons] == [APPROVE, REJECT]
-    assert "save_daily_report" in prompt["blocks"][0]["text"]["text"]
-    assert "Q3 revenue" in prompt["blocks"][0]["text"]["text"]
+    assert "save_daily_report" in shown_text(prompt)
+    assert "Q3 revenue" in shown_text(prompt)
     return str(buttons[0]["value"])
+
+
+def buttons_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+    return list(actions["elements"])
+
+
+def shown_text(message: dict[str, Any]) -> str:
+    """What a Slack message's sections show, one after the other."""
+    return "\n".join(b["text"]["text"] for b in message["blocks"] if b["type"] == "section")
 
 
 async def approval(h: Harness, approval_id: str) -> dict[str, Any]:
@@ -247,7 +262,7 @@ async def test_prompt_injection_cannot_skip_the_approval(make_gateway: GatewayFa
     await h.wait_for(lambda: any(c.get("blocks") for c in h.slack.of("chat.postMessage")))  # type: ignore[union-attr]
     await asyncio.sleep(0.3)
     assert report(h) == ""
-    assert "pwned" in prompt_message(h)["blocks"][0]["text"]["text"]
+    assert "pwned" in shown_text(prompt_message(h))
 
 
 async def test_a_viewer_is_refused_write_tools(make_gateway: GatewayFactory) -> None:
@@ -410,6 +425,41 @@ async def test_webhook_callbacks_carry_signed_decision_links(
     assert again.status == 409
     shown = await (await h.client.get(path(reject))).text()
     assert "already approved" in shown and "<form" not in shown
+
+
+async def test_a_link_signed_by_one_source_decides_nothing_of_another(
+        make_gateway: GatewayFactory, callback_server: dict[str, Any]) -> None:
+    """Whoever holds source crm's secret signs approve links for an approval asked through
+    source erp (by the old scheme, and by the current one naming crm): refused, and the
+    approval stays pending."""
+    h = await make_gateway(hermes_webhook_secrets={"crm": WEBHOOK_SECRET, "erp": ERP_SECRET})
+    h.model.add(SAVE, Reply("Saved for erp."))
+    await post_webhook(h.client, body_of(text="save it", callback_url=callback_server["url"]),
+                       source="erp", secret=ERP_SECRET)
+    await h.wait_for(lambda: len(callback_server["received"]) == 1)
+    view = callback_server["received"][0][2]["approval"]
+    approval_id = view["id"]
+    record = await approval(h, approval_id)
+    exp = str(int(time.time()) + 600)
+    old_scheme = hmac.new(WEBHOOK_SECRET.encode(), f"{approval_id}:approve:{exp}".encode(),
+                          hashlib.sha256).hexdigest()
+
+    async def refused(sig: str) -> None:
+        forged = f"/webhook/crm/approvals/{approval_id}/approve?exp={exp}&sig={sig}"
+        assert (await h.client.get(forged)).status == 401
+        assert (await h.client.post(forged)).status == 401
+
+    await refused(old_scheme)
+    await refused(approval_signature(WEBHOOK_SECRET, source="crm", approval_id=approval_id,
+                                     requester=record["requester"], decision="approve",
+                                     exp=exp))
+    await asyncio.sleep(0.2)
+    assert (await approval(h, approval_id))["status"] == "pending"
+    assert report(h) == "" and len(callback_server["received"]) == 1
+    # The link erp was sent still decides it.
+    parts = urlsplit(view["approve_url"])
+    assert (await h.client.post(f"{parts.path}?{parts.query}")).status == 200
+    await h.wait_for(lambda: "Q3 revenue" in report(h))
 
 
 async def test_api_approvals_with_edited_arguments(make_gateway: GatewayFactory) -> None:

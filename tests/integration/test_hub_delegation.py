@@ -56,7 +56,7 @@ async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
     runner = AgentRunner(agent_bus, validator)
     await runner.start()
     try:
-        ready = await h.client.get("/readyz")
+        ready = await h.client.get("/agent/status")
         assert (await ready.json())["hub"] == "connected"
         async with asyncio.timeout(15):  # the gateway's discovery has its heartbeat
             while not await discover(h.gateway.parts.bus, "validate_claim"):

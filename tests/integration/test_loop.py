@@ -299,7 +299,8 @@ async def test_a_confirmation_tool_pauses_and_runs_once_after_approval(
     assert paused.outcome == "awaiting_approval" and SENT == []
     assert paused.approval is not None and paused.approval.tool_name == "send_invoice"
     [confirm] = rec.of("HUMAN_CONFIRM_REQUIRED")
-    assert confirm.payload["arguments"] == {"customer": "ACME", "amount": "120.5"}
+    # The approver is shown the arguments the tool will run with: validated, coerced.
+    assert confirm.payload["arguments"] == {"customer": "ACME", "amount": 120.5}
 
     done = await loop.resume(paused.task_id, approval=Approval(approved=True, by="boss"))
     assert done.outcome == "answered" and SENT == [("ACME", 120.5)]

@@ -150,7 +150,7 @@ async def test_several_processes_share_the_port_and_stop_together(
                     fresh.get(f"{gateway.base}/healthz") as r:
                 pids.add((await r.json())["pid"])
             async with aiohttp.ClientSession() as fresh, \
-                    fresh.get(f"{gateway.base}/readyz") as r:
+                    fresh.get(f"{gateway.base}/agent/status", headers=gateway.auth) as r:
                 hubs.add((await r.json())["hub"])
         assert len(pids) == 2 and gateway.process.pid in pids, pids
         assert hubs == {"connected"}, hubs

@@ -254,3 +254,100 @@ async def test_stopping_writes_what_is_pending_however_long_the_linger(
         assert [r["payload"]["n"] for r in await log.read("task-s")] == [0, 1, 2]
     finally:
         await client.aclose()
+
+
+async def _blocking_connections(observer: Any, name: str) -> list[dict[str, Any]]:
+    """The server's view of the connections named ``name``."""
+    return [c for c in await observer.client_list() if c.get("name") == name]
+
+
+async def test_followers_of_many_tasks_share_one_blocking_connection(redis_url: str) -> None:
+    """More followers than the blocking pool has connections, each of another task: every
+    one gets its events as they are written, over one connection. (One blocking read per
+    follower held a connection each: the first three waited on tasks that had nothing yet,
+    and the others waited for a connection.)"""
+    name = f"followers-{uuid.uuid4().hex[:8]}"
+    main = connect(redis_url)
+    blocking = connect(redis_url, max_connections=3, multiplex=False, client_name=name)
+    observer = connect(redis_url, multiplex=False)
+    log = EventLog(main, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60, blocking=blocking)
+    log.start()
+    got: dict[str, list[int]] = {}
+
+    async def follow(task_id: str) -> None:
+        async for event in log.follow(task_id, poll=5.0):
+            if event["type"] == "KEEPALIVE":
+                continue
+            got.setdefault(task_id, []).append(event["payload"]["n"])
+            if event["type"] == "AGENT_FINISHED":
+                return
+
+    def emit(task_id: str) -> None:
+        for n in range(3):
+            log(Event(EventType.TOOL_STARTED, "t", "c", 0, {"n": n}, task_id=task_id))
+        log(Event(EventType.AGENT_FINISHED, "t", "c", 0, {"n": 3}, task_id=task_id))
+
+    late = [asyncio.create_task(follow(f"late-{i}")) for i in range(3)]
+    early: list[asyncio.Task[None]] = []
+    try:
+        async with asyncio.timeout(10):  # the late ones' read is blocked on the server
+            while not any(c.get("cmd") == "xread"
+                          for c in await _blocking_connections(observer, name)):
+                await asyncio.sleep(0.01)
+        early = [asyncio.create_task(follow(f"early-{i}")) for i in range(12)]
+        for i in range(12):
+            emit(f"early-{i}")
+        async with asyncio.timeout(3):  # well under the late followers' 5 s reads
+            await asyncio.gather(*early)
+        assert got == {f"early-{i}": [0, 1, 2, 3] for i in range(12)}
+        assert len(await _blocking_connections(observer, name)) == 1
+        for i in range(3):
+            emit(f"late-{i}")
+        async with asyncio.timeout(10):
+            await asyncio.gather(*late)
+        assert all(got[f"late-{i}"] == [0, 1, 2, 3] for i in range(3))
+    finally:
+        for task in (*late, *early):
+            task.cancel()
+        await asyncio.gather(*late, *early, return_exceptions=True)
+        await log.stop()
+        for client in (main, blocking, observer):
+            await client.aclose()
+
+
+async def test_two_followers_of_one_task_each_get_what_they_have_not_had(
+        redis_url: str) -> None:
+    client = connect(redis_url)
+    log = EventLog(client, Keys(f"t{uuid.uuid4().hex[:8]}"), retention=60)
+    log.start()
+    try:
+        log(Event(EventType.TOOL_STARTED, "t", "c", 0, {"n": 0}, task_id="task-2"))
+        log(Event(EventType.TOOL_STARTED, "t", "c", 0, {"n": 1}, task_id="task-2"))
+        await log.stop()
+        log.start()
+        first = (await log.read("task-2"))[0]["id"]
+
+        async def follow(after: str) -> list[int]:
+            seen = []
+            async for event in log.follow("task-2", after, poll=5.0):
+                seen.append(event["payload"]["n"])
+                if event["type"] == "AGENT_FINISHED":
+                    return seen
+            return seen
+
+        everything = asyncio.create_task(follow("0-0"))
+        resumed = asyncio.create_task(follow(first))  # as after Last-Event-ID
+        key = log.keys.task_events("task-2")
+        async with asyncio.timeout(10):  # both have read the past and joined the reader
+            while len(log._followers._streams.get(key, ())) < 2:
+                await asyncio.sleep(0.01)
+        log(Event(EventType.TOOL_STARTED, "t", "c", 0, {"n": 2}, task_id="task-2"))
+        log(Event(EventType.AGENT_FINISHED, "t", "c", 0, {"n": 3}, task_id="task-2"))
+        async with asyncio.timeout(10):
+            assert await everything == [0, 1, 2, 3]
+            assert await resumed == [1, 2, 3]
+            while log._followers.followed:  # their generators are closed, soon after
+                await asyncio.sleep(0.01)
+    finally:
+        await log.stop()
+        await client.aclose()

@@ -28,12 +28,23 @@ FIRST = {
     "kimi": "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
             "<|tool_call_argument_begin|>{\"city\": \"Paris\", \"days\": 2}<|tool_call_end|>"
             "<|tool_calls_section_end|>",
+    "gemma4": "<|channel>thought\nNeed weather; call:calc? No.<channel|>Let me check.<|tool_call>"
+              "call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>",
+    "dsml": "<think>Need weather, not calc.</think>\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke "
+            "name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris"
+            "</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">2"
+            "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+    "magistral": "[THINK]Need weather; calc? no.[/THINK]Checking.[TOOL_CALLS]get_weather[ARGS]"
+                 "{\"city\": \"Paris\", \"days\": 2}",
 }
 FINAL = {
     "qwen_xml": "<think>It said sunny.</think>\nIt is sunny in Paris.",
     "harmony": "<|channel|>analysis<|message|>Sunny.<|end|><|start|>assistant<|channel|>final"
                "<|message|>It is sunny in Paris.<|return|>",
     "kimi": "It is sunny in Paris.",
+    "gemma4": "<|channel>thought\nSunny.<channel|>It is sunny in Paris.",
+    "dsml": "<think>Sunny.</think>It is sunny in Paris.",
+    "magistral": "[THINK]Sunny.[/THINK]It is sunny in Paris.",
 }
 
 
@@ -49,7 +60,8 @@ async def test_a_streamed_text_format_runs_its_call_and_shows_no_markup(
     assert started.payload["arguments"] == {"city": "Paris", "days": 2}
     streamed = "".join(e.payload["text"] for e in recorder.of("MODEL_DELTA"))
     assert "It is sunny in Paris." in streamed
-    for token in ("<think", "</think", "<tool_call", "<function", "<|", "calc", "Need weather"):
+    for token in ("<think", "</think", "<tool_call", "<function", "<|", "calc", "Need weather",
+                  "[THINK]", "[TOOL_CALLS]", "<channel|>", "DSML"):
         assert token not in streamed, (token, streamed)
 
 

@@ -292,7 +292,7 @@ async def test_a_worker_killed_mid_task_has_its_messages_processed_after_the_lea
            "LLM_BASE_URL": model_server.openai_url, "LLM_API_KEY": "sk-test-0123456789abcdef",
            "LLM_MAX_RETRIES": "0", "HERMES_LEASE_SECONDS": "3", "AGENT_REPLAN_EVERY": "0",
            "HERMES_WEBHOOK_SECRETS": json.dumps({"crm": WEBHOOK_SECRET}),
-           "PYTHONPATH": str(ROOT)}
+           "HERMES_WEBHOOK_CALLBACK_HOSTS": "127.0.0.1", "PYTHONPATH": str(ROOT)}
     errors = (tmp_path / "victim.log").open("wb")
     victim = subprocess.Popen([sys.executable, "-m", "tests.integration.victim"], env=env,
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=errors)

@@ -1,5 +1,5 @@
 """MCP tools in the gateway: the reference filesystem server rooted in each task's sandbox,
-approvals from a Slack conversation, /readyz and `hermes-gateway tools`."""
+approvals from a Slack conversation, GET /agent/status and `hermes-gateway tools`."""
 
 from __future__ import annotations
 
@@ -59,14 +59,14 @@ async def test_a_read_only_mcp_tool_needs_no_approval(make_gateway: GatewayFacto
     await h.wait_for(lambda: any(a["text"] == "It is late in Tokyo." for a in answers(h)))
     assert not any(c.get("blocks") for c in h.slack.of("chat.postMessage"))
     assert "Asia/Tokyo" in json.dumps(h.model.requests[-1])
-    ready = await (await h.client.get("/readyz")).json()
+    ready = await (await h.client.get("/agent/status")).json()
     assert ready["mcp_servers"] == {"time": {"state": "up", "transport": "stdio", "tools": 2}}
 
 
 async def test_a_server_that_cannot_start_leaves_the_gateway_ready(
         make_gateway: GatewayFactory) -> None:
     h = await make_gateway(hermes_mcp_servers={"gone": {"command": "/nonexistent/server"}})
-    response = await h.client.get("/readyz")
+    response = await h.client.get("/agent/status")
     assert response.status == 200
     status = (await response.json())["mcp_servers"]["gone"]
     assert status["state"] == "down" and "nonexistent" in status["error"]

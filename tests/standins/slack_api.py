@@ -7,6 +7,10 @@ a call of a method in one of the ways a network fails:
 - ``inject(method, "timeout")``: no answer until the client gives up, not applied
 - ``inject(method, "lost")``: applied, then the connection is dropped before the answer
   (the shape of a post Slack made while its response was lost)
+
+It also hosts the files people share (``host_file``): served at their url_private_download
+to the bot token only (anyone else gets Slack's sign-in page), and able to drop a download
+mid-way.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from aiohttp import web
 
@@ -101,6 +105,10 @@ class SlackAPI:
         #: Files uploaded to the URLs files.getUploadURLExternal handed out: {file_id: bytes}.
         self.uploads: dict[str, bytes] = {}
         self._file_ids = itertools.count(1)
+        #: Files people shared: {file_id: (bytes, bytes to send before dropping or None)}.
+        self.files: dict[str, tuple[bytes, int | None]] = {}
+        #: Each download of a shared file: (file_id, its Authorization header).
+        self.downloads: list[tuple[str, str]] = []
 
     # --- scripting failures ----------------------------------------------------------------
     def fail(self, method: str, status: int, times: int = 1,
@@ -116,6 +124,20 @@ class SlackAPI:
     def refuse(self, method: str, error: str) -> None:
         """Answer every call of ``method`` with ``{"ok": false, "error": error}``."""
         self.refused[method] = error
+
+    def host_file(self, name: str, data: bytes, *, mimetype: str = "application/pdf",
+                  drop_after: int | None = None, size: int | None = None) -> dict[str, Any]:
+        """Host a file a person shared; the file object of its event (``files``).
+        ``drop_after``: the connection closes after that many bytes of the download."""
+        file_id = f"F{next(self._file_ids):04d}"
+        self.files[file_id] = (data, drop_after)
+        quoted = quote(name, safe="")
+        return {"id": file_id, "name": name, "title": name, "mimetype": mimetype,
+                "filetype": name.rpartition(".")[2], "size": len(data) if size is None
+                else size, "mode": "hosted",
+                "url_private": f"http://{self.root}/files-pri/T1-{file_id}/{quoted}",
+                "url_private_download":
+                    f"http://{self.root}/files-pri/T1-{file_id}/download/{quoted}"}
 
     def end_streams(self) -> None:
         """End every open stream, as Slack does about five minutes after one started."""
@@ -144,6 +166,7 @@ class SlackAPI:
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/socket", self._socket)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/T1-{file_id}/download/{name}", self._file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -179,6 +202,31 @@ class SlackAPI:
                 if "envelope_id" in ack:
                     self.socket_acks.append(ack["envelope_id"])
         return ws
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        self.uploads[request.match_info["file_id"]] = await request.read()
+        return web.Response(text=f"OK - {len(self.uploads[request.match_info['file_id']])}")
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file_id"]
+        auth = request.headers.get("Authorization", "")
+        self.downloads.append((file_id, auth))
+        if not auth.startswith("Bearer xoxb-") or file_id not in self.files:
+            # What Slack answers a request without a token that may read files.
+            return web.Response(text="<html><body>Sign in to Slack</body></html>",
+                                content_type="text/html")
+        data, drop_after = self.files[file_id]
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream",
+                                               "Content-Length": str(len(data))})
+        await response.prepare(request)
+        if drop_after is None:
+            await response.write(data)
+            await response.write_eof()
+            return response
+        await response.write(data[:drop_after])
+        assert request.transport is not None
+        request.transport.close()  # the connection drops mid-way
+        return response
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()

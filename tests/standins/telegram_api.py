@@ -6,6 +6,10 @@ method in one of the ways a network fails:
 - ``inject(method, "429")``: flood control (``retry_after`` seconds), not applied
 - ``inject(method, "timeout")``: no answer until the client gives up, not applied
 - ``inject(method, "lost")``: applied, then the connection is dropped before the answer
+
+It hosts the files people send (``host_file``): getFile gives their path,
+/file/bot<token>/<path> serves them to the bot's token only, and a download can be dropped
+mid-way.
 """
 
 from __future__ import annotations
@@ -74,6 +78,10 @@ class TelegramAPI:
         self._new_update = asyncio.Event()
         self._held = asyncio.Event()
         self._message_ids = itertools.count(100)
+        #: Files people sent: {file_id: (path, bytes, bytes sent before dropping or None)}.
+        self.files: dict[str, tuple[str, bytes, int | None]] = {}
+        self.downloads: list[str] = []
+        self._file_ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -91,6 +99,13 @@ class TelegramAPI:
         """Fail the next ``times`` calls of ``method`` this way (see the module's doc)."""
         self.injected.setdefault(method, deque()).extend([(kind, retry_after)] * times)
 
+    def host_file(self, data: bytes, *, path: str = "documents/file_1.pdf",
+                  drop_after: int | None = None) -> str:
+        """Host a file a person sent; its file_id."""
+        file_id = f"BQAD{next(self._file_ids):06d}"
+        self.files[file_id] = (path, data, drop_after)
+        return file_id
+
     def of(self, method: str) -> list[dict[str, Any]]:
         """Recorded (carried out) calls of one method."""
         return [params for m, params in self.calls if m == method]
@@ -104,6 +119,7 @@ class TelegramAPI:
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -115,6 +131,27 @@ class TelegramAPI:
         self._held.set()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.json_response({"ok": False, "error_code": 401}, status=401)
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        found = next((f for f in self.files.values() if f[0] == path), None)
+        if found is None:
+            return web.json_response({"ok": False, "error_code": 404}, status=404)
+        _, data, drop_after = found
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream",
+                                               "Content-Length": str(len(data))})
+        await response.prepare(request)
+        if drop_after is None:
+            await response.write(data)
+            await response.write_eof()
+            return response
+        await response.write(data[:drop_after])
+        assert request.transport is not None
+        request.transport.close()
+        return response
 
     async def _handle(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
@@ -172,6 +209,11 @@ class TelegramAPI:
                 "chat": {"id": chat_id, "type": "private"}, "text": message.text}
 
     def _result(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "getFile":
+            file_id = str(params.get("file_id"))
+            path, data, _ = self.files.get(file_id, ("", b"", None))
+            return {"file_id": file_id, "file_unique_id": f"u{file_id}",
+                    "file_size": len(data), "file_path": path}
         if method == "getMe":
             return {"id": BOT_ID, "is_bot": True, "first_name": "Hermes",
                     "username": BOT_USERNAME, "can_join_groups": True,

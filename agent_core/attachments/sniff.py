@@ -1,0 +1,141 @@
+"""What a file is, decided from its content, never from its name or a platform's claim.
+
+Binary formats by their signatures (``puremagic``'s table, pure Python: no libmagic to
+install), the Office formats by the parts their ZIP container lists (its central directory
+is read; nothing is extracted), text by whether it decodes. The name only tells a text's
+flavour apart (CSV, Markdown, HTML, plain). What is not recognised is kept for the files
+tool and not converted.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..messages import PartKind
+
+#: The converters of ``_convert``: one per format it turns into text (or a resized image).
+Converter = Literal["pdf", "docx", "xlsx", "pptx", "csv", "html", "markdown", "text",
+                    "image"]
+#: Bytes of a file's start that sniffing reads.
+HEAD_BYTES = 8192
+
+_OOXML = {"word/document.xml": ("application/vnd.openxmlformats-officedocument."
+                                "wordprocessingml.document", "docx"),
+          "xl/workbook.xml": ("application/vnd.openxmlformats-officedocument."
+                              "spreadsheetml.sheet", "xlsx"),
+          "ppt/presentation.xml": ("application/vnd.openxmlformats-officedocument."
+                                   "presentationml.presentation", "pptx")}
+_IMAGES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg",
+           b"GIF87a": "image/gif", b"GIF89a": "image/gif"}
+_TEXT_FLAVOURS: dict[str, tuple[str, Converter]] = {
+    "csv": ("text/csv", "csv"), "tsv": ("text/tab-separated-values", "csv"),
+    "md": ("text/markdown", "markdown"), "markdown": ("text/markdown", "markdown"),
+    "html": ("text/html", "html"), "htm": ("text/html", "html")}
+
+
+@dataclass(frozen=True, slots=True)
+class Sniffed:
+    """What a file is: its type, how the model is shown it, and its converter (None: kept
+    as it is, not converted)."""
+
+    mime_type: str
+    kind: PartKind
+    converter: Converter | None
+
+
+def sniff(path: Path, name: str) -> Sniffed:
+    """What the file at ``path`` (sent as ``name``) is."""
+    with path.open("rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    if b"%PDF-" in head[:1024]:
+        return Sniffed("application/pdf", "document", "pdf")
+    for magic, mime in _IMAGES.items():
+        if head.startswith(magic):
+            return Sniffed(mime, "image", "image")
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return Sniffed("image/webp", "image", "image")
+    audio = _audio(head)
+    if audio is not None:
+        return Sniffed(audio, "audio", None)
+    if head.startswith(b"PK\x03\x04"):
+        return _zip(path)
+    if _is_text(head):
+        ext = name.rpartition(".")[2].lower() if "." in name else ""
+        mime, converter = _TEXT_FLAVOURS.get(ext, ("text/plain", "text"))
+        if converter == "text" and head.lstrip()[:15].lower().startswith(
+                (b"<!doctype html", b"<html")):
+            mime, converter = "text/html", "html"
+        return Sniffed(mime, "document", converter)
+    return Sniffed(_other(head), "file", None)
+
+
+def _audio(head: bytes) -> str | None:
+    if head.startswith(b"OggS"):
+        return "audio/ogg"
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "audio/wav"
+    if head.startswith(b"ID3") or (len(head) > 1 and head[0] == 0xFF
+                                   and head[1] & 0xE0 == 0xE0 and head[1] & 0x06):
+        return "audio/mpeg"
+    if head.startswith(b"fLaC"):
+        return "audio/flac"
+    if head.startswith(b"\x1a\x45\xdf\xa3"):
+        return "audio/webm"
+    if head[4:8] == b"ftyp":  # MP4 / M4A (a Telegram video note is an MP4)
+        return "audio/mp4" if head[8:11] == b"M4A" else "video/mp4"
+    return None
+
+
+def _zip(path: Path) -> Sniffed:
+    """An Office document by the part its container lists, else a ZIP kept as it is
+    (never extracted)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist()[:10_000])
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return Sniffed("application/zip", "file", None)
+    for part, (mime, converter) in _OOXML.items():
+        if part in names:
+            return Sniffed(mime, "document", converter)  # type: ignore[arg-type]
+    return Sniffed("application/zip", "file", None)
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether the start of a file reads as text (UTF-8, or UTF-16 with its mark)."""
+    if not head:
+        return True
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not just a character cut at the end of the head
+            return _mostly_printable(head)
+    return True
+
+
+def _mostly_printable(head: bytes) -> bool:
+    """A legacy 8-bit text (Latin-1, Windows-1252): printable but for line ends."""
+    controls = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13))
+    return controls * 100 < len(head)
+
+
+def _other(head: bytes) -> str:
+    """The type of a file that is not converted, for the model to be told."""
+    import puremagic
+
+    if head.startswith(b"\x7fELF"):
+        return "application/x-executable"
+    if head.startswith(b"MZ"):
+        return "application/x-msdownload"
+    try:
+        found = puremagic.magic_string(head)
+    except (puremagic.PureError, ValueError):
+        return "application/octet-stream"
+    best = next((f for f in found if f.mime_type), None)
+    return best.mime_type if best is not None else "application/octet-stream"
