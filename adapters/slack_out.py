@@ -22,7 +22,7 @@ from .approvals import slack_blocks, slack_choice_blocks, slack_rerun_blocks
 from .base import OutboundMessage
 from .errors import DeliveryError
 from .live import LIVE_PART, Display, LiveMode, Primitive, Step, Tag
-from .markup import split_text, to_mrkdwn
+from .markup import slack_escape, split_text, to_mrkdwn
 from .pacing import Pacer
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,12 @@ def feedback_block(delivery: str) -> dict[str, Any]:
         "negative_button": button("👎", "bad", "Mark this answer as not helpful")}]}
 
 
+def _markdown(text: str) -> dict[str, Any]:
+    """A markdown block: Markdown as written, with &, < and > as Slack's entities (a model's
+    ``<!channel>`` is text, never a mention)."""
+    return {"type": "markdown", "text": slack_escape(text)}
+
+
 def step_chunk(step: Step) -> dict[str, Any]:
     """A tool step as a stream's task_update chunk."""
     return {"type": "task_update", "id": step.id[:64], "title": step.title[:256],
@@ -75,7 +81,7 @@ def _plan_chunk(display: Display) -> list[dict[str, Any]]:
     """The plan's title as a plan_update chunk, when it changed."""
     if not display.plan_new or not display.plan:
         return []
-    return [{"type": "plan_update", "title": display.plan[:256]}]
+    return [{"type": "plan_update", "title": slack_escape(display.plan)[:256]}]
 
 
 class SlackOutbound:
@@ -151,8 +157,7 @@ class SlackOutbound:
             return {"blocks": slack_rerun_blocks(to_mrkdwn(part), message.rerun)}
         if self.feedback and message.kind == "answer" and message.task_id:
             shown = f"{part}\n\n{REPEATED}" if repeat else part
-            return {"blocks": [{"type": "markdown", "text": shown},
-                               feedback_block(tag.delivery)]}
+            return {"blocks": [_markdown(shown), feedback_block(tag.delivery)]}
         return {}
 
     async def find(self, target: dict[str, Any], tag: Tag, *,
@@ -193,7 +198,8 @@ class SlackOutbound:
             response = await self._call(
                 "chat_startStream", {f"slack:{channel}": 1.0}, channel=channel,
                 thread_ts=target["thread_ts"], recipient_team_id=target.get("team"),
-                recipient_user_id=target.get("user"), markdown_text=display.delta or None,
+                recipient_user_id=target.get("user"),
+                markdown_text=slack_escape(display.delta) or None,
                 chunks=chunks or None,
                 task_display_mode="plan" if chunks and not display.delta else "timeline")
         else:
@@ -217,7 +223,7 @@ class SlackOutbound:
             if not display.delta and not chunks:
                 return
             await self._call("chat_appendStream", {key: 0.0}, channel=ref["channel"],
-                             ts=ref["ts"], markdown_text=display.delta or None,
+                             ts=ref["ts"], markdown_text=slack_escape(display.delta) or None,
                              chunks=chunks or None)
             return
         await self._call("chat_update", {key: 0.0}, channel=ref["channel"], ts=ref["ts"],
@@ -238,13 +244,13 @@ class SlackOutbound:
             self.feedback and len(parts) == 1 and message.kind == "answer"
             and message.task_id) else None
         await self._call("chat_stopStream", {}, channel=ref["channel"], ts=ref["ts"],
-                         markdown_text=rest or None, blocks=blocks,
+                         markdown_text=slack_escape(rest or "") or None, blocks=blocks,
                          metadata=delivery_metadata(tag))
 
     async def edit(self, ref: dict[str, Any], message: OutboundMessage, part: int, *,
                    tag: Tag) -> None:
         parts = self.split(message)
-        blocks: list[dict[str, Any]] = [{"type": "markdown", "text": parts[part]}]
+        blocks: list[dict[str, Any]] = [_markdown(parts[part])]
         if part == len(parts) - 1:
             blocks = self._last_blocks(message, parts[part], tag).get("blocks", blocks)
         await self._call("chat_update", {f"slack:update:{ref['ts']}": 0.0},

@@ -256,3 +256,22 @@ async def test_a_stream_slack_ended_goes_on_as_a_message_edited_in_place(
     assert message.shown() == ANSWER and len(visible(h, event["ts"])) == 1
     edits = h.slack.of("chat.update")
     assert len(edits) >= 2, "edited as it was written after the stream ended, then answered"
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_mention_a_model_writes_is_never_live(make_gateway: GatewayFactory,
+                                                      streaming: bool) -> None:
+    """Text a model was led to write (a page it read said to) that Slack would read as a
+    mention or a masked link reaches Slack as text, streamed or posted."""
+    h = await make_gateway(slack=True, llm_stream=streaming, slack_progress="off")
+    assert h.slack is not None
+    h.model.add(Reply("Done. <!channel> see <https://evil.example|the report> & more",
+                      pace=0.02))
+    event = mention("summarise that page")
+    await send(h, event_body(event))
+    await h.wait_for(lambda: any("Done." in m.shown() and not m.streaming
+                                 for m in visible(h, event["ts"])))
+    await h.wait_idle()
+    sent = json.dumps([p for m, p in h.slack.calls if m.startswith("chat.")])
+    assert "<!channel>" not in sent and "<https://evil" not in sent
+    assert "&lt;!channel&gt;" in sent
