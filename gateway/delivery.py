@@ -139,7 +139,7 @@ class Deliverer:
         the message it was posted in."""
         count = len(channel.split(message))
         before = message.edits(channel.ref_key)
-        if before is not None:
+        if before is not None and "edit" in channel.idempotent.get("final", frozenset()):
             tag = Tag(posting.delivery, count - 1)
             await self.attempt(message, lambda: channel.edit(before, message, count - 1,
                                                              tag=tag))
@@ -170,7 +170,8 @@ class Deliverer:
                 return await self._posted(posting, part, ref)
             except DeliveryError as exc:
                 self._count(message.channel, "failed")
-                if exc.applied == "maybe":
+                if exc.applied == "maybe" and "post" not in channel.idempotent.get(
+                        "final", frozenset()):
                     found, cannot_tell = await self.look(channel, message.reply_target, tag)
                     if found is not None:
                         return await self._posted(posting, part, found)

@@ -24,7 +24,7 @@ import time
 
 from adapters.base import OutboundMessage
 from adapters.errors import DeliveryError
-from adapters.live import LIVE_PART, Display, LiveChannel, Step, StepStatus, Tag
+from adapters.live import LIVE_PART, Display, LiveChannel, Primitive, Step, StepStatus, Tag
 from agent_core import Event, EventType
 
 from .delivery import Deliverer, Sent
@@ -166,6 +166,11 @@ class LiveReply(ReplyEnd):
         #: When the live message was last updated, and what it showed then.
         self.last = 0.0
         self.last_shown: tuple[str, str, str] | None = None
+
+    def safe(self, step: Primitive) -> bool:
+        """Whether the channel says ``step`` may be repeated with the same effect in this
+        reply's mode (else a request of it that went unanswered is reconciled first)."""
+        return step in self.channel.idempotent.get(self.record.mode, frozenset())
 
     @property
     def tag(self) -> Tag:
@@ -312,9 +317,10 @@ class LiveReply(ReplyEnd):
                 record.mode, record.dirty = "edit", True
                 self.last_shown = None
                 await self.save()
-            elif record.mode == "stream" and exc.applied == "maybe":
-                # Whether the text went in is not known: no more text goes into the stream
-                # (its steps do), and the answer will replace what it shows.
+            elif exc.applied == "maybe" and not self.safe("append"):
+                # Whether the text went in is not known (an append to a stream adds to it):
+                # no more text goes into it (its steps do), and the answer will replace
+                # what it shows. A repeatable append is simply made again by the next one.
                 self.frozen, record.dirty = True, True
                 self.pending = ""
                 await self.save()
@@ -344,7 +350,7 @@ class LiveReply(ReplyEnd):
             record.ref = await self.channel.open(record.target, record.mode, self.display,
                                                  tag=self.tag)
         except DeliveryError as exc:
-            if exc.applied == "maybe":
+            if exc.applied == "maybe" and not self.safe("open"):
                 record.ref, _ = await self.owner.deliverer.look(self.channel, record.target,
                                                                 self.tag)
             elif not exc.retryable and record.mode == "stream":

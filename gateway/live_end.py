@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import OutboundMessage
 from adapters.errors import DeliveryError
-from adapters.live import LIVE_PART, LiveChannel, Tag
+from adapters.live import LIVE_PART, LiveChannel, Primitive, Tag
 
 from .delivery import GaveUp, Posting, Sent
 from .live_record import ReplyRecord
@@ -42,6 +42,9 @@ class ReplyEnd:
     line: str | None
 
     async def save(self) -> None:
+        raise NotImplementedError
+
+    def safe(self, step: Primitive) -> bool:
         raise NotImplementedError
 
     async def _status(self) -> None:
@@ -99,6 +102,8 @@ class ReplyEnd:
             except DeliveryError as exc:
                 log.info("stopping the stream of %s: %s", record.delivery, exc)
                 clean = await self._stop_again(message, ref, rest, exc)
+        if not clean and not self.safe("edit"):
+            return 0  # an edit that may not be repeated: the answer is posted instead
         if not clean:
             try:
                 await self.owner.deliverer.attempt(
@@ -119,12 +124,13 @@ class ReplyEnd:
         tag = Tag(self.record.delivery, 0)
         if not exc.retryable:
             return False
+        again = exc.applied == "no" or self.safe("stop")  # the same stop, with its rest
         try:
             await self.owner.deliverer.attempt(message, lambda: self.channel.stop_stream(
-                ref, message, rest=rest if exc.applied == "no" else None, tag=tag))
+                ref, message, rest=rest if again else None, tag=tag))
         except GaveUp:
             return False
-        return exc.applied == "no"
+        return again
 
     async def _put_away(self) -> None:
         """Before an answer with buttons (an approval, choices): the live message goes (a
