@@ -132,25 +132,28 @@ class ReplyEnd:
             return False
         return again
 
-    async def _put_away(self) -> None:
+    async def _put_away(self, *, delete: bool = False) -> None:
         """Before an answer with buttons (an approval, choices): the live message goes (a
-        stream is ended as it is, an edited "working" message deleted)."""
+        stream is ended as it is, what the agent wrote before asking staying; an edited
+        "working" message is deleted). ``delete``: a stream is deleted too."""
         record = self.record
         if record.ref is None or record.mode in ("draft", "final"):
             return
         try:
             if record.mode == "stream":
-                await self.channel.stop_stream(record.ref, self._empty(), rest=None,
-                                               tag=self._live_tag)
-            else:
+                with contextlib.suppress(DeliveryError):
+                    await self.channel.stop_stream(record.ref, self._empty(), rest=None,
+                                                   tag=self._live_tag)
+            if record.mode != "stream" or delete:
                 await self.channel.discard(record.ref)
         except (DeliveryError, NotImplementedError) as exc:
             log.info("live message of %s not put away: %s", record.delivery, exc)
 
     async def close(self) -> None:
-        """No answer will come (the task was superseded): put the live message away."""
+        """No answer will come (the task was interrupted by the next message, which answers
+        instead): the live message is deleted, so no cut-off answer stays."""
         async with self.lock:
-            await self._put_away()
+            await self._put_away(delete=True)
         await self._clear_status()
         self.record.phase = "closed"
         await self.save()

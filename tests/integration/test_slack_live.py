@@ -275,3 +275,24 @@ async def test_a_mention_a_model_writes_is_never_live(make_gateway: GatewayFacto
     sent = json.dumps([p for m, p in h.slack.calls if m.startswith("chat.")])
     assert "<!channel>" not in sent and "<https://evil" not in sent
     assert "&lt;!channel&gt;" in sent
+
+
+async def test_a_stream_interrupted_by_the_next_message_is_taken_away(
+        make_gateway: GatewayFactory) -> None:
+    """HERMES_BUSY_MODE=interrupt: the first task stops at its tool call; what it had
+    streamed goes (no cut-off answer stays) and the next message's answer is the one."""
+    h = await make_gateway(slack=True, llm_stream=True, hermes_busy_mode="interrupt")
+    assert h.slack is not None
+    h.model.add(Reply("Let me look that up for you, one moment please.", pace=0.1,
+                      tool_calls=[{"name": "calc_growth_rate",
+                                   "arguments": {"current": 2, "previous": 1}}]),
+                Reply("Second answer."))
+    root = mention("first question")
+    await send(h, event_body(root))
+    await h.wait_for(lambda: bool(h.slack.of("chat.startStream")))  # type: ignore[union-attr]
+    await send(h, event_body(mention("never mind, this instead", thread_ts=root["ts"])))
+    await h.wait_for(lambda: any(m.shown() == "Second answer." and not m.streaming
+                                 for m in visible(h, root["ts"])))
+    await h.wait_idle()
+    assert [m.shown() for m in visible(h, root["ts"])] == ["Second answer."]
+    assert h.slack.of("chat.delete"), "the first stream was taken away"
