@@ -110,6 +110,7 @@ class SlackChannel(SlackOutbound, LiveChannel):
         self.bot_id: str | None = None
         self._no_stream: set[str] = set()
         self._no_status: set[str] = set()
+        self._reacted: set[str] = set()
         self._titled: dict[str, None] = {}
         self._socket: Any = None
         self.app.event("app_mention")(self._on_mention)

@@ -99,6 +99,8 @@ class SlackOutbound:
     _no_stream: set[str]
     #: Threads whose assistant status could not be set (not assistant threads).
     _no_status: set[str]
+    #: Messages with the ⏳ reaction on them now (SLACK_PROGRESS=reaction).
+    _reacted: set[str]
     ref_key = "ts"
     idempotent = IDEMPOTENT
 
@@ -267,11 +269,17 @@ class SlackOutbound:
 
     async def status(self, target: dict[str, Any], line: str | None) -> None:
         thread = target.get("thread_ts")
-        if self.progress_mode == "reaction" and target.get("message_ts"):
-            name = "hourglass_flowing_sand"
+        stamp = target.get("message_ts")
+        if self.progress_mode == "reaction" and stamp and (line is None) == (
+                stamp in self._reacted):
+            # ⏳ on the person's message while the task works (added once, then taken off).
             method = "reactions_add" if line is not None else "reactions_remove"
-            await self._quietly(method, channel=target["channel"],
-                                timestamp=target["message_ts"], name=name)
+            if line is not None:
+                self._reacted.add(stamp)
+            else:
+                self._reacted.discard(stamp)
+            await self._quietly(method, channel=target["channel"], timestamp=stamp,
+                                name="hourglass_flowing_sand")
         if not thread or f"{target['channel']}:{thread}" in self._no_status:
             return
         try:

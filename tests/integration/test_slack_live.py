@@ -296,3 +296,18 @@ async def test_a_stream_interrupted_by_the_next_message_is_taken_away(
     await h.wait_idle()
     assert [m.shown() for m in visible(h, root["ts"])] == ["Second answer."]
     assert h.slack.of("chat.delete"), "the first stream was taken away"
+
+
+async def test_reaction_progress_is_added_once_and_taken_off(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, slack_progress="reaction")
+    assert h.slack is not None
+    h.model.add(Reply.call("calc_growth_rate", {"current": 2, "previous": 1}, delay=0.2),
+                Reply("Grew 100%.", delay=0.2))
+    event = mention("growth?")
+    await send(h, event_body(event))
+    await h.wait_for(lambda: any(m.shown() == "Grew 100%." for m in visible(h, event["ts"])))
+    await h.wait_idle()
+    added, removed = h.slack.of("reactions.add"), h.slack.of("reactions.remove")
+    assert len(added) == 1 and len(removed) == 1
+    assert added[0]["timestamp"] == removed[0]["timestamp"] == event["ts"]
