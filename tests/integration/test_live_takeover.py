@@ -191,3 +191,37 @@ async def test_a_replica_killed_while_stopping_its_stream_leaves_it_to_another(
         assert len(h.model.requests) == 1, "the answered task was not run again"
     finally:
         await slack.stop()
+
+
+async def test_a_telegram_draft_cut_off_by_a_dead_replica_ends_in_one_answer(
+        make_gateway: GatewayFactory, victim: Victim) -> None:
+    """A private chat's draft has no message to finish: the other replica drafts under the
+    same draft id (the person sees the draft go on) and posts the answer once."""
+    from tests.integration.test_telegram import PRIVATE, update
+
+    telegram = TelegramAPI(TELEGRAM_TOKEN)
+    await telegram.start()
+    prefix = f"take{os.getpid()}{int(time.time() * 1000) % 10**8}"
+    try:
+        port, process = await victim(prefix, TELEGRAM_BOT_TOKEN=TELEGRAM_TOKEN,
+                                     TELEGRAM_WEBHOOK_SECRET=TELEGRAM_SECRET,
+                                     TELEGRAM_API_URL=telegram.url, TELEGRAM_MODE="webhook",
+                                     HERMES_PUBLIC_URL="https://hermes.example.test")
+        async with aiohttp.ClientSession() as session, session.post(
+                f"http://127.0.0.1:{port}/telegram/webhook",
+                json=update("summarise the regions"),
+                headers={"X-Telegram-Bot-Api-Secret-Token": TELEGRAM_SECRET}) as response:
+            assert response.status == 200
+        await until(lambda: sum(1 for chat, _, text in telegram.draft_log
+                                if chat == PRIVATE["id"] and "Point" in text) >= 2)
+        kill(process)
+        drafted = {draft for _, draft, _ in telegram.draft_log}
+
+        h = await make_gateway(telegram=True, telegram_api_url=telegram.url,
+                               redis_prefix=prefix, llm_stream=True, hermes_lease_seconds=3)
+        await until(lambda: any(m.text == ANSWER for m in telegram.chat(PRIVATE["id"])))
+        await h.wait_idle()
+        assert [m.text for m in telegram.chat(PRIVATE["id"])] == [ANSWER]
+        assert {draft for _, draft, _ in telegram.draft_log} == drafted, "one draft id"
+    finally:
+        await telegram.stop()
