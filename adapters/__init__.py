@@ -22,6 +22,7 @@ from .base import (
     Routed,
 )
 from .errors import DeliveryError, DownloadError, GatewayStopping
+from .live import LiveChannel, LiveMode, Tag
 
 if TYPE_CHECKING:
     from .slack import SlackChannel
@@ -42,10 +43,13 @@ __all__ = [
     "Interact",
     "Interaction",
     "InteractionReply",
+    "LiveChannel",
+    "LiveMode",
     "OutboundMessage",
     "PullChannel",
     "Routed",
     "SlackChannel",
+    "Tag",
     "TelegramChannel",
     "WebhookChannel",
 ]

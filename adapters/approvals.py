@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # imported by the Telegram functions: a Slack-only gateway do
     from telegram import InlineKeyboardMarkup  # python-telegram-bot (14 MB)
 
 APPROVE, REJECT, CHOICE = "hermes_approve", "hermes_reject", "hermes_choice"
+#: The button under "edits do not run a message again": run the edited text as a new one.
+RERUN = "hermes_rerun"
 
 
 def slack_blocks(message: OutboundMessage) -> list[dict[str, Any]]:
@@ -120,8 +122,8 @@ def slack_choice_blocks(message: OutboundMessage) -> list[dict[str, Any]]:
     ]
 
 
-#: Telegram callback_data kinds: an approval decision, a chosen answer.
-APPROVAL_DATA, CHOICE_DATA = "a", "c"
+#: Telegram callback_data kinds: an approval decision, a chosen answer, a rerun of an edit.
+APPROVAL_DATA, CHOICE_DATA, RERUN_DATA = "a", "c", "r"
 
 
 def callback_data(kind: str, target: str, value: str) -> str:
@@ -157,6 +159,24 @@ def telegram_choices(message: OutboundMessage) -> InlineKeyboardMarkup:
         [InlineKeyboardButton(choice[:60], callback_data=callback_data(
             CHOICE_DATA, message.task_id, str(i)))]
         for i, choice in enumerate(message.choices[:10])])
+
+
+def slack_rerun_blocks(text: str, edit_id: str) -> list[dict[str, Any]]:
+    """Block Kit: a notice and the button that runs an edited message as a new one."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}},
+        {"type": "actions", "block_id": f"rerun:{edit_id}", "elements": [
+            {"type": "button", "action_id": RERUN, "value": edit_id,
+             "text": {"type": "plain_text", "text": "Run the edited message"}}]},
+    ]
+
+
+def telegram_rerun(edit_id: str) -> InlineKeyboardMarkup:
+    """The button that runs an edited message as a new one (``r:<edit id>:``)."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    return InlineKeyboardMarkup([[InlineKeyboardButton(
+        "▶️ Run the edited message", callback_data=callback_data(RERUN_DATA, edit_id, ""))]])
 
 
 # --- Telegram's prompt (HTML parse mode) -----------------------------------------------------

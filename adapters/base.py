@@ -22,7 +22,8 @@ from agent_core import new_id
 
 ChannelName = Literal["slack", "telegram", "webhook", "webchat", "api", "schedule"]
 OutboundKind = Literal["answer", "question", "approval", "notice", "error"]
-RouteStatus = Literal["queued", "steered", "duplicate", "refused", "ignored", "command"]
+RouteStatus = Literal["queued", "steered", "duplicate", "refused", "ignored", "command",
+                      "edited"]
 #: How the gateway fetches a file that came with a message: from the channel's platform
 #: (``Channel.download``), a URL under the SSRF guard (an A2A file part), or the bytes the
 #: API received, kept in the store until the worker takes them.
@@ -73,6 +74,13 @@ class InboundMessage(BaseModel):
     role: str | None = None
     #: The API key's principal that sent this for ``user_id`` (its act_as), for the audit.
     principal: str = ""
+    #: The message's own identity, where it is not the delivery's (Telegram's: chat and
+    #: message id; its deliveries are updates); what an edit of it names.
+    message_key: str | None = None
+    #: An edit of a message sent before: that message's identity (``message_key``, else
+    #: ``platform_message_id``); the text is the edited one (Slack ``message_changed``,
+    #: Telegram ``edited_message``).
+    edit_of: str | None = None
     #: Files that came with the message (fetched by the worker, not before the ack).
     attachments: list[Attachment] = Field(default_factory=list)
     id: str = Field(default_factory=new_id)
@@ -102,13 +110,16 @@ class OutboundMessage(BaseModel):
     #: Where this reply was already posted (the ref ``send`` returned then): a reply sent
     #: again after a restart edits that message, so the person never sees it twice.
     replaces: dict[str, Any] | None = None
+    #: For a notice about an edited message: the edit's id, which its button runs anew.
+    rerun: str | None = None
 
     def edits(self, key: str) -> dict[str, Any] | None:
         """The ref of the message this reply edits in place, when it does: sent before, and
         plain text (buttons, of a question or an approval, are posted anew). ``key`` is
         what the channel's refs must hold (Slack's ``ts``, Telegram's ``message_id``)."""
         ref = self.replaces
-        if ref and ref.get(key) and not self.choices and self.kind != "approval":
+        if ref and ref.get(key) and not self.choices and self.kind != "approval" \
+                and self.rerun is None:
             return ref
         return None
 
@@ -135,7 +146,9 @@ class Ingest(Protocol):
     async def __call__(self, message: InboundMessage, /) -> Routed: ...
 
 
-InteractionKind = Literal["approval", "choice", "unknown"]
+#: approval: Approve / Reject; choice: an offered answer; feedback: 👍 / 👎 under an answer
+#: (``approved``: 👍); rerun: run an edited message as a new one (``target``: the edit).
+InteractionKind = Literal["approval", "choice", "feedback", "rerun", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +160,7 @@ class Interaction:
     #: Who pressed: the platform's user id, and how to name them in a chat.
     user_id: str
     user_name: str
-    #: The approval's id, or the asking task's id.
+    #: The approval's id, the asking task's id, the answer's delivery id, the edit's id.
     target: str = ""
     #: For an approval: Approve (True) or Reject.
     approved: bool = False

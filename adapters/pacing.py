@@ -37,3 +37,24 @@ class Pacer:
     def hold(self, key: str, seconds: float) -> None:
         """The platform said 429: nothing for ``key`` until ``seconds`` from now."""
         self._next[key] = max(self._next.get(key, 0.0), self._clock() + seconds)
+
+    def take_within(self, limits: dict[str, float], most: float) -> float | None:
+        """Book the next slot of each key if they are all free within ``most`` seconds:
+        the seconds to wait for it, or None (nothing booked) when that is later."""
+        now = self._clock()
+        start = max([now, *(self._next.get(k, 0.0) for k in limits)])
+        if start - now > most:
+            return None
+        for key, interval in limits.items():
+            self._next[key] = start + interval
+        return start - now
+
+    def try_take(self, limits: dict[str, float]) -> bool:
+        """Book the next slot of each key if every one of them is free now (False, and
+        nothing booked, if one is not): for updates that are dropped rather than delayed."""
+        now = self._clock()
+        if any(self._next.get(k, 0.0) > now for k in limits):
+            return False
+        for key, interval in limits.items():
+            self._next[key] = now + interval
+        return True

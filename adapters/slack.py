@@ -7,9 +7,12 @@
   delivery identity is the message itself, ``team:channel:ts``, not the event)
 - button presses (Approve / Reject, an offered answer) become one ``Interaction``
 - the request is acknowledged as soon as the message is durably queued (well under 3 s)
-- progress: a "working" message in the thread, updated as tools run and replaced by the
-  answer (or a reaction, per SLACK_PROGRESS); answers in mrkdwn, split under Slack's limits,
-  paced per channel, 429 Retry-After honoured
+- replies shown live (``slack_out.py``): streamed into the thread (chat.startStream), or a
+  "working" message edited in place, or a reaction (SLACK_PROGRESS); the assistant
+  thread's status; answers split under Slack's limits, paced per channel, tagged with their
+  delivery in the message metadata; 👍 / 👎 under an answer
+- assistant threads: suggested prompts when one starts, its title from the first question
+- an edited message (``message_changed``) comes in as an edit of the one it replaces
 """
 
 from __future__ import annotations
@@ -25,15 +28,12 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.request.internals import parse_body
 from slack_bolt.response import BoltResponse
-from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from .approvals import APPROVE, CHOICE, REJECT
+from .approvals import APPROVE, CHOICE, REJECT, RERUN
 from .base import (
     Attachment,
-    Channel,
     FileToShow,
     InboundMessage,
     Ingest,
@@ -41,26 +41,27 @@ from .base import (
     Interaction,
     OutboundMessage,
 )
-from .errors import DeliveryError
 from .files import SLACK_FILE_HOSTS, host_of, slack_attachments, stream
-from .markup import slack_escape, split_text, to_mrkdwn
+from .live import LiveChannel
+from .markup import slack_escape
 from .pacing import Pacer
+from .slack_out import FEEDBACK, WORKING, SlackOutbound
 
 log = logging.getLogger(__name__)
 
-TEXT_LIMIT = 3500  # Slack truncates long messages; stay well under its 4000 guidance
-WORKING = "⏳ Working on it…"
-_IGNORED_SUBTYPES = {"bot_message", "message_changed", "message_deleted", "channel_join",
-                     "channel_leave", "message_replied", "thread_broadcast"}
-_PERMANENT = {"channel_not_found", "not_in_channel", "is_archived", "invalid_auth",
-              "account_inactive", "token_revoked", "no_permission", "msg_too_long"}
+__all__ = ["WORKING", "SlackChannel"]
+
+_IGNORED_SUBTYPES = {"bot_message", "message_deleted", "channel_join", "channel_leave",
+                     "message_replied", "thread_broadcast"}
+#: Threads titled by this process (the first question of an assistant thread names it).
+_TITLED_LIMIT = 10_000
 
 
 #: Set in a bolt context once a listener hands its message to the queue (see _on_error).
 _QUEUEING = "hermes_queueing"
 
 
-class SlackChannel(Channel):
+class SlackChannel(SlackOutbound, LiveChannel):
     """The Slack channel: a bolt AsyncApp plus the Web API client it shares."""
 
     name = "slack"
@@ -77,12 +78,19 @@ class SlackChannel(Channel):
         progress: str = "message",
         pacer: Pacer | None = None,
         channel_interval: float = 1.0,
+        streaming: bool = True,
+        feedback: bool = True,
+        suggested_prompts: list[dict[str, str]] | None = None,
+        timeout: float = 30.0,
     ) -> None:
-        self.client = AsyncWebClient(token=bot_token, base_url=api_url)
+        # No retry handlers: slack_sdk's default one sends a request again after a
+        # connection error, which posts a message twice when the first one was carried out
+        # and only its answer was lost. The gateway decides what to repeat (gateway/live.py).
+        self.client = AsyncWebClient(token=bot_token, base_url=api_url, retry_handlers=[],
+                                     timeout=int(timeout) if timeout >= 1 else 1)
         self._bot_token = bot_token
         #: The workspace's file hosts (and the API's own, for a stand-in of it).
         self.file_hosts = SLACK_FILE_HOSTS | {host_of(api_url)}
-        self.client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
         # Without a signing secret only Socket Mode is open: handle() refuses HTTP requests.
         self.signing_secret = signing_secret
         self.app = AsyncApp(
@@ -95,11 +103,20 @@ class SlackChannel(Channel):
         self.progress_mode = progress
         self.pacer = pacer or Pacer()
         self.channel_interval = channel_interval
+        self.streaming = streaming
+        self.feedback = feedback
+        self.suggested_prompts = suggested_prompts or []
         self.bot_user_id: str | None = None
-        self._working: dict[str, tuple[str, str]] = {}
+        self.bot_id: str | None = None
+        self._no_stream: set[str] = set()
+        self._no_status: set[str] = set()
+        self._reacted: set[str] = set()
+        self._titled: dict[str, None] = {}
         self._socket: Any = None
         self.app.event("app_mention")(self._on_mention)
         self.app.event("message")(self._on_message)
+        self.app.event("assistant_thread_started")(self._on_thread_started)
+        self.app.event("assistant_thread_context_changed")(self._on_context_changed)
         self.app.action(re.compile(r"^hermes_"))(self._on_action)
         self.app.error(self._on_error)
 
@@ -107,6 +124,7 @@ class SlackChannel(Channel):
     async def start(self) -> None:
         auth = await self.client.auth_test()
         self.bot_user_id = auth.get("user_id")
+        self.bot_id = auth.get("bot_id")
         if self.app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
@@ -168,15 +186,30 @@ class SlackChannel(Channel):
 
     async def _on_message(self, event: dict[str, Any], body: dict[str, Any],
                           context: dict[str, Any]) -> None:
-        if event.get("channel_type") != "im":
+        if event.get("channel_type") != "im" and event.get("subtype") != "message_changed":
             return  # channel messages reach us as app_mention when they address us
         msg = self.to_inbound(event, body)
         if msg is not None:
             context[_QUEUEING] = True
             await self.ingest(msg)
 
+    async def _on_thread_started(self, event: dict[str, Any]) -> None:
+        """A person opened an assistant thread: offer the suggested prompts."""
+        thread = event.get("assistant_thread") or {}
+        if self.suggested_prompts and thread.get("channel_id") and thread.get("thread_ts"):
+            await self._quietly("assistant_threads_setSuggestedPrompts",
+                                channel_id=thread["channel_id"],
+                                thread_ts=thread["thread_ts"],
+                                prompts=self.suggested_prompts[:4])
+
+    async def _on_context_changed(self) -> None:
+        """The person moved to another channel with the thread open: nothing to do."""
+
     def to_inbound(self, event: dict[str, Any], body: dict[str, Any]) -> InboundMessage | None:
-        """The normalised message of an app_mention or message event, or None to ignore."""
+        """The normalised message of an app_mention or message event, or None to ignore.
+        An edit (``message_changed``) is the edited message, marked as an edit of it."""
+        if event.get("subtype") == "message_changed":
+            return self._edited(event, body)
         if event.get("bot_id") or event.get("subtype") in _IGNORED_SUBTYPES:
             return None
         user = event.get("user")
@@ -192,12 +225,18 @@ class SlackChannel(Channel):
         files = slack_attachments(event.get("files"))
         direct = event.get("channel_type") == "im" or str(channel).startswith("D")
         thread = event.get("thread_ts")
+        # The recipient of a stream (Slack asks for both, even in a DM).
+        who = {"user": user, "team": team}
         if direct:
-            cid = f"slack:{team}:{channel}"
-            target = {"channel": channel, "thread_ts": thread, "message_ts": ts}
+            # A thread of a DM is a conversation of its own (an assistant thread: each is a
+            # new chat); the DM's top level is one conversation.
+            cid = f"slack:{team}:{channel}:{thread}" if thread else f"slack:{team}:{channel}"
+            target = {"channel": channel, "thread_ts": thread, "message_ts": ts, **who}
+            if thread:
+                target["title"] = text[:80]
         else:
             cid = f"slack:{team}:{channel}:{thread or ts}"
-            target = {"channel": channel, "thread_ts": thread or ts, "message_ts": ts}
+            target = {"channel": channel, "thread_ts": thread or ts, "message_ts": ts, **who}
         return InboundMessage(
             channel="slack", conversation_id=cid, user_id=user,
             text=text or ("" if files else "(empty)"), is_direct=direct, mentions_bot=True,
@@ -226,6 +265,22 @@ class SlackChannel(Channel):
             await self.replace_prompt(press.prompt, f"{press.prompt_text}\n→ "
                                       f"{slack_escape(reply.chosen)} ({press.user_name})")
 
+    def _edited(self, event: dict[str, Any], body: dict[str, Any]) -> InboundMessage | None:
+        """A ``message_changed`` event: the message as it is now, as an edit of itself."""
+        inner = event.get("message") or {}
+        if inner.get("bot_id") or inner.get("subtype") or not inner.get("ts"):
+            return None
+        if (event.get("previous_message") or {}).get("text") == inner.get("text"):
+            return None  # unfurls, reactions: not an edit of the text
+        msg = self.to_inbound({**inner, "channel": event.get("channel"),
+                               "channel_type": event.get("channel_type")}, body)
+        if msg is None:
+            return None
+        when = event.get("event_ts") or event.get("ts") or (inner.get("edited") or {}).get("ts")
+        return msg.model_copy(update={
+            "edit_of": msg.platform_message_id,
+            "platform_message_id": f"{msg.platform_message_id}:edit:{when}"})
+
     def to_interaction(self, body: dict[str, Any], action: dict[str, Any]) -> Interaction:
         """The normalised press of a block_actions button (ours: hermes_*)."""
         user_id = str((body.get("user") or {}).get("id", ""))
@@ -235,8 +290,11 @@ class SlackChannel(Channel):
         action_id = str(action.get("action_id", ""))
         thread = message.get("thread_ts") or message.get("ts")
         direct = channel_id.startswith("D")
-        # Named as to_inbound names the conversation the prompt was posted in.
+        # Named as to_inbound names the conversation the prompt was posted in (a thread of
+        # a DM is one of its own).
         cid = f"slack:{team}:{channel_id}" if direct else f"slack:{team}:{channel_id}:{thread}"
+        if direct and message.get("thread_ts"):
+            cid = f"slack:{team}:{channel_id}:{message['thread_ts']}"
         where: dict[str, Any] = {
             "channel": "slack", "user_id": user_id, "user_name": f"<@{user_id}>",
             "conversation_id": cid if channel_id and (direct or thread) else "",
@@ -248,6 +306,12 @@ class SlackChannel(Channel):
         if action_id in (APPROVE, REJECT):
             return Interaction(kind="approval", target=str(action.get("value", "")),
                                approved=action_id == APPROVE, **where)
+        if action_id == FEEDBACK:
+            rating, _, delivery = str(action.get("value", "")).partition(":")
+            return Interaction(kind="feedback", target=delivery, approved=rating == "good",
+                               **where)
+        if action_id == RERUN:
+            return Interaction(kind="rerun", target=str(action.get("value", "")), **where)
         if action_id.startswith(f"{CHOICE}_"):
             index = action_id.removeprefix(f"{CHOICE}_")
             return Interaction(kind="choice",
@@ -268,44 +332,7 @@ class SlackChannel(Channel):
         return BoltResponse(status=400,
                             body={"error": "the Slack payload has an unexpected shape"})
 
-    # --- outbound ------------------------------------------------------------------------
-    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
-        target = message.reply_target
-        channel = target["channel"]
-        chunks = split_text(to_mrkdwn(message.text), TEXT_LIMIT) or ["(empty answer)"]
-        before = message.edits("ts")
-        if before is not None:
-            # Sent before (its removal from the queue was lost): edit the message it is in.
-            await self._call("chat_update", before["channel"], channel=before["channel"],
-                             ts=before["ts"], text=chunks[-1])
-            return before
-        working = self._working.pop(message.task_id, None) if message.task_id else None
-        extra: dict[str, Any] = {}
-        if message.kind == "approval" and message.approval is not None:
-            from .approvals import slack_blocks
-
-            extra["blocks"] = slack_blocks(message)
-        elif message.choices:
-            from .approvals import slack_choice_blocks
-
-            extra["blocks"] = slack_choice_blocks(message)
-        ref: dict[str, Any] | None = None
-        for i, chunk in enumerate(chunks):
-            last = i == len(chunks) - 1
-            blocks = extra if last else {}
-            if i == 0 and working is not None and not blocks:
-                response = await self._call("chat_update", channel, channel=working[0],
-                                            ts=working[1], text=chunk)
-            else:
-                response = await self._call("chat_postMessage", channel, channel=channel,
-                                            text=chunk, thread_ts=target.get("thread_ts"),
-                                            **blocks)
-            ref = {"channel": response["channel"], "ts": response["ts"]}
-        if working is not None and extra and working[1]:
-            # The answer came with buttons: the working message goes away.
-            await self._quietly("chat_delete", channel=working[0], ts=working[1])
-        return ref
-
+    # --- outbound (the rest is SlackOutbound's) ---------------------------------------------
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
         """Replace a question's buttons with the chosen answer (``text`` is mrkdwn)."""
         await self.update(ref["channel"], ref["ts"], text,
@@ -319,73 +346,37 @@ class SlackChannel(Channel):
                           blocks=slack_blocks(message))
 
     async def direct_target(self, user_id: str) -> dict[str, Any]:
-        response = await self._call("conversations_open", user_id, users=user_id)
-        return {"channel": response["channel"]["id"]}
+        response = await self._call("conversations_open", {}, users=user_id)
+        return {"channel": response["channel"]["id"], "user": user_id}
 
     async def post_ephemeral(self, channel: str, user: str, text: str,
                              thread_ts: str | None = None) -> None:
         """A message only ``user`` sees (e.g. "you can't approve this")."""
-        await self._call("chat_postEphemeral", channel, channel=channel, user=user, text=text,
-                         thread_ts=thread_ts)
+        await self._call("chat_postEphemeral", {f"slack:{channel}": self.channel_interval},
+                         channel=channel, user=user, text=text, thread_ts=thread_ts)
 
     async def update(self, channel: str, ts: str, text: str,
                      blocks: list[dict[str, Any]] | None = None) -> None:
         """Replace a message (e.g. an approval prompt once decided)."""
-        await self._call("chat_update", channel, channel=channel, ts=ts, text=text,
-                         blocks=blocks or [])
-
-    async def working(self, target: dict[str, Any], task_id: str) -> None:
-        if self.progress_mode == "message":
-            response = await self._call("chat_postMessage", target["channel"],
-                                        channel=target["channel"], text=WORKING,
-                                        thread_ts=target.get("thread_ts"))
-            self._working[task_id] = (response["channel"], response["ts"])
-        elif self.progress_mode == "reaction" and target.get("message_ts"):
-            await self._quietly("reactions_add", channel=target["channel"],
-                                timestamp=target["message_ts"], name="hourglass_flowing_sand")
-
-    async def progress(self, target: dict[str, Any], task_id: str, line: str) -> None:
-        working = self._working.get(task_id)
-        if working is not None:
-            await self._call("chat_update", working[0], channel=working[0], ts=working[1],
-                             text=f"{WORKING}\n{line}")
-
-    async def done(self, target: dict[str, Any], task_id: str) -> None:
-        if self.progress_mode == "reaction" and target.get("message_ts"):
-            await self._quietly("reactions_remove", channel=target["channel"],
-                                timestamp=target["message_ts"], name="hourglass_flowing_sand")
+        await self._call("chat_update", {f"slack:update:{ts}": 0.0}, channel=channel, ts=ts,
+                         text=text, blocks=blocks or [])
 
     async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
         # files.getUploadURLExternal, the upload, files.completeUploadExternal: one share
         # in the task's thread.
-        await self._call("files_upload_v2", target["channel"], channel=target["channel"],
-                         thread_ts=target.get("thread_ts"), file=file.data,
-                         filename=file.name, title=file.name)
+        await self._call("files_upload_v2", {f"slack:{target['channel']}": 1.0},
+                         channel=target["channel"], thread_ts=target.get("thread_ts"),
+                         file=file.data, filename=file.name, title=file.name)
 
-    async def _call(self, method: str, pace_key: str, **kwargs: Any) -> Any:
-        await self.pacer.wait({f"slack:{pace_key}": self.channel_interval})
-        try:
-            return await getattr(self.client, method)(**kwargs)
-        except SlackApiError as exc:
-            response = exc.response
-            error = str(response.get("error", "")) if response is not None else ""
-            status = getattr(response, "status_code", 0) if response is not None else 0
-            if status == 429 or error == "ratelimited":
-                retry = float(response.headers.get("Retry-After", 1)) if response else 1.0
-                self.pacer.hold(f"slack:{pace_key}", retry)
-                raise DeliveryError(f"slack {method} rate limited", retryable=True,
-                                    retry_after=retry) from exc
-            raise DeliveryError(f"slack {method} failed: {error or status}",
-                                retryable=error not in _PERMANENT and status != 400) from exc
-        except (OSError, TimeoutError) as exc:
-            raise DeliveryError(f"slack {method}: {type(exc).__name__}", retryable=True) \
-                from exc
-
-    async def _quietly(self, method: str, **kwargs: Any) -> None:
-        try:
-            await getattr(self.client, method)(**kwargs)
-        except Exception as exc:
-            log.info("slack %s failed: %s", method, exc)
+    async def status(self, target: dict[str, Any], line: str | None) -> None:
+        thread = target.get("thread_ts")
+        if line is not None and thread and target.get("title") and len(self._titled) < \
+                _TITLED_LIMIT and thread not in self._titled:
+            # An assistant thread is named after its first question (once per process).
+            self._titled[thread] = None
+            await self._quietly("assistant_threads_setTitle", channel_id=target["channel"],
+                                thread_ts=thread, title=str(target["title"]))
+        await super().status(target, line)
 
 
 def _signed(secret: str, body: str, headers: Any) -> bool:

@@ -7,16 +7,18 @@ not use) is not loaded, 4.4 MB and 96 modules less.
 - a private chat is a DM conversation; a group is one conversation, a forum topic another
 - in groups the bot answers when mentioned, replied to, or given a command
 - "typing" is re-sent every 4 s while a task runs (Telegram shows it for only 5 s)
+- replies shown live (``telegram_out.py``): a draft in a private chat, one message edited
+  in place in a group
 - answers split at 4096 characters on safe boundaries, as Telegram HTML (escaped), paced
   per chat (1/s), per group (20/min) and globally (30/s); 429 retry_after honoured
 - the delivery identity is the bot's id and the update_id
 - inline-keyboard presses (Approve / Reject, an offered answer) become one ``Interaction``
+- an edited message (``edited_message``) comes in as an edit of the one it replaces
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hmac
 import json
 import logging
@@ -25,15 +27,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
-from telegram import Bot, Message, ReplyParameters, Update
-from telegram.constants import ChatAction, ParseMode
+from telegram import Bot, Update
+from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from agent_core import StoreUnavailableError
 
 from .base import (
     Attachment,
-    Channel,
     FileToShow,
     InboundMessage,
     Ingest,
@@ -43,9 +44,11 @@ from .base import (
 )
 from .errors import DeliveryError, DownloadError
 from .files import host_of, stream
-from .markup import split_text, to_telegram_html
+from .live import LiveChannel
 from .pacing import Pacer
 from .telegram_http import AiohttpRequest
+from .telegram_out import TelegramOutbound
+from .telegram_out import failure as failed
 from .telegram_updates import inbound_of, interaction_of
 
 log = logging.getLogger(__name__)
@@ -55,12 +58,11 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-TEXT_LIMIT = 4096
-_SPLIT_AT = 4000  # leaves room for what HTML escaping and tags add
-TYPING_EVERY = 4.0
+#: The updates asked for: messages, their edits, button presses.
+UPDATES = ["message", "edited_message", "callback_query"]
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(TelegramOutbound, LiveChannel):
     """The Telegram channel around one bot token."""
 
     name = "telegram"
@@ -75,18 +77,23 @@ class TelegramChannel(Channel):
         interact: Interact | None = None,
         pacer: Pacer | None = None,
         intervals: tuple[float, float, float] = (1.0, 3.0, 1 / 30),
+        streaming: bool = True,
+        group_streaming: bool = True,
+        timeout: float = 5.0,
     ) -> None:
         api = api_url.rstrip("/")
         #: The Bot API client; its pools as PTB's Application builds them (256 connections
         #: for sending, one for the long poll), on aiohttp.
         self.bot = Bot(token, base_url=f"{api}/bot", base_file_url=f"{api}/file/bot",
-                       request=AiohttpRequest(pool_size=256),
+                       request=AiohttpRequest(pool_size=256, read_timeout=timeout),
                        get_updates_request=AiohttpRequest(pool_size=1))
         self.webhook_secret = webhook_secret
         self.ingest = ingest
         self.interact = interact
         self.pacer = pacer or Pacer()
         self.chat_interval, self.group_interval, self.global_interval = intervals
+        self.streaming = streaming
+        self.group_streaming = group_streaming
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._poller: asyncio.Task[None] | None = None
 
@@ -103,7 +110,7 @@ class TelegramChannel(Channel):
     async def set_webhook(self, url: str) -> None:
         """Point Telegram at our webhook (called by one replica only)."""
         await self.bot.set_webhook(url=url, secret_token=self.webhook_secret,
-                                   allowed_updates=["message", "callback_query"])
+                                   allowed_updates=UPDATES)
 
     async def start_polling(self) -> None:
         """Long polling (called by one replica only: the leader)."""
@@ -129,9 +136,9 @@ class TelegramChannel(Channel):
         while True:
             try:
                 updates = await self.bot.get_updates(
-                    offset=offset, timeout=hold, allowed_updates=["message", "callback_query"])
+                    offset=offset, timeout=hold, allowed_updates=UPDATES)
             except RetryAfter as exc:
-                await asyncio.sleep(_retry_seconds(exc))
+                await asyncio.sleep(failed(exc, "getUpdates").retry_after or 1.0)
                 continue
             except Exception as exc:  # a network blip, the long poll timing out, another
                 # process polling with the same token (Conflict), a revoked token: the
@@ -233,49 +240,7 @@ class TelegramChannel(Channel):
         async for chunk in stream(url, hosts={host_of(url)}, what="Telegram"):
             yield chunk
 
-    # --- outbound ------------------------------------------------------------------------
-    async def send(self, message: OutboundMessage) -> dict[str, Any] | None:
-        target = message.reply_target
-        chunks = split_text(message.text, _SPLIT_AT) or ["(empty answer)"]
-        ref = message.edits("message_id")
-        if ref is not None:
-            # Sent before (its removal from the queue was lost): edit the message it is in.
-            await self._edit(ref, chunks[-1])
-            return ref
-        markup = None
-        if message.kind == "approval" and message.approval is not None:
-            from .approvals import telegram_keyboard, telegram_prompt
-
-            html, plain = telegram_prompt(message)
-            prompt = await self.send_text(target, plain, reply=True, html=html,
-                                          reply_markup=telegram_keyboard(message))
-            return {"chat_id": target["chat_id"], "message_id": prompt.message_id}
-        if message.choices:
-            from .approvals import telegram_choices
-
-            markup = telegram_choices(message)
-        sent: Message | None = None
-        for i, chunk in enumerate(chunks):
-            last = i == len(chunks) - 1
-            sent = await self.send_text(target, chunk, reply=i == 0,
-                                        reply_markup=markup if last else None)
-        assert sent is not None
-        return {"chat_id": target["chat_id"], "message_id": sent.message_id}
-
-    async def _edit(self, ref: dict[str, Any], markdown: str) -> None:
-        """Put ``markdown`` into the message at ``ref``; the same text already there is
-        what a repeated reply finds, and is no error."""
-        try:
-            await self.bot.edit_message_text(chat_id=ref["chat_id"],
-                                             message_id=ref["message_id"],
-                                             text=to_telegram_html(markdown)[:TEXT_LIMIT],
-                                             parse_mode=ParseMode.HTML)
-        except BadRequest as exc:
-            if "not modified" not in str(exc).lower():
-                raise DeliveryError(f"telegram edit failed: {exc}", retryable=False) from exc
-        except (NetworkError, TimedOut) as exc:
-            raise DeliveryError("telegram edit failed", retryable=True) from exc
-
+    # --- outbound (the rest is TelegramOutbound's) ----------------------------------------------
     async def replace_prompt(self, ref: dict[str, Any], text: str) -> None:
         """Replace a question's buttons with the chosen answer (plain text)."""
         await self.bot.edit_message_text(chat_id=ref["chat_id"], message_id=ref["message_id"],
@@ -293,56 +258,9 @@ class TelegramChannel(Channel):
                 raise
             await self.bot.edit_message_text(text=plain, **where)  # the same, unformatted
 
-    async def send_text(self, target: dict[str, Any], markdown: str, *, reply: bool = False,
-                        reply_markup: Any = None, html: str | None = None) -> Message:
-        """One message (at most 4096 characters once rendered), paced and retried; ``html``:
-        already rendered (``markdown`` is then its plain text, sent if Telegram refuses it)."""
-        chat_id = target["chat_id"]
-        limits = {f"tg:chat:{chat_id}": self.chat_interval, "tg:global": self.global_interval}
-        if not target.get("private"):
-            limits[f"tg:group:{chat_id}"] = self.group_interval
-        kwargs: dict[str, Any] = {"chat_id": chat_id,
-                                  "message_thread_id": target.get("message_thread_id"),
-                                  "reply_markup": reply_markup}
-        if reply and target.get("reply_to"):
-            kwargs["reply_parameters"] = ReplyParameters(
-                message_id=target["reply_to"], allow_sending_without_reply=True)
-        text: str = to_telegram_html(markdown) if html is None else html
-        parse_mode: str | None = ParseMode.HTML
-        if len(text) > TEXT_LIMIT:
-            text, parse_mode = markdown[:TEXT_LIMIT], None
-        for attempt in range(3):
-            await self.pacer.wait(limits)
-            try:
-                return await self.bot.send_message(text=text, parse_mode=parse_mode, **kwargs)
-            except RetryAfter as exc:
-                wait = _retry_seconds(exc)
-                self.pacer.hold(f"tg:chat:{chat_id}", wait)
-                if attempt == 2:
-                    raise DeliveryError("telegram flood control", retryable=True,
-                                        retry_after=wait) from exc
-            except BadRequest as exc:
-                if parse_mode is not None and "parse" in str(exc).lower():
-                    # Telegram rejected the formatting: send the plain text instead.
-                    text, parse_mode = markdown[:TEXT_LIMIT], None
-                    continue
-                raise DeliveryError(f"telegram rejected the message: {exc}",
-                                    retryable=False) from exc
-            except Forbidden as exc:
-                raise DeliveryError(f"telegram: {exc}", retryable=False) from exc
-            except (TimedOut, NetworkError) as exc:
-                raise DeliveryError(f"telegram unreachable: {exc}", retryable=True) from exc
-        raise DeliveryError("telegram send failed", retryable=True)
-
     async def direct_target(self, user_id: str) -> dict[str, Any]:
         # A user's private chat with the bot has the user's id.
         return {"chat_id": int(user_id), "private": True}
-
-    async def working(self, target: dict[str, Any], task_id: str) -> None:
-        self._typing[task_id] = asyncio.create_task(self._keep_typing(target))
-
-    async def progress(self, target: dict[str, Any], task_id: str, line: str) -> None:
-        return None  # "typing" is the progress display on Telegram
 
     async def attach(self, target: dict[str, Any], task_id: str, file: FileToShow) -> None:
         chat_id = target["chat_id"]
@@ -359,31 +277,3 @@ class TelegramChannel(Channel):
         except (BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut) as exc:
             raise DeliveryError(f"telegram attachment failed: {type(exc).__name__}",
                                 retryable=False) from exc
-
-    async def done(self, target: dict[str, Any], task_id: str) -> None:
-        task = self._typing.pop(task_id, None)
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task], timeout=2)
-
-    async def _keep_typing(self, target: dict[str, Any]) -> None:
-        while True:
-            try:
-                await self.bot.send_chat_action(
-                    chat_id=target["chat_id"], action=ChatAction.TYPING,
-                    message_thread_id=target.get("message_thread_id"))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise asyncio.CancelledError from exc  # a cancel the client turned into
-                log.info("typing indicator failed: %s", exc)
-            await asyncio.sleep(TYPING_EVERY)
-
-
-def _retry_seconds(exc: RetryAfter) -> float:
-    value = getattr(exc, "_retry_after", None)
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    return 1.0

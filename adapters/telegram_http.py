@@ -7,10 +7,11 @@ HTTP stack beside the aiohttp the rest of the gateway speaks. This one sends the
 requests (form fields, or multipart with the files to upload, PTB's User-Agent) on aiohttp,
 verifying with aiohttp's default context (the process's one trust store,
 ``agent_core._tls``), and keeps PTB's contract: a timeout is ``TimedOut``,
-any other transport failure ``NetworkError``, and the status and body go back to PTB, which
-reads the Bot API's own errors (429 retry_after, 400, 403) from them. As httpx did: the
-proxy HTTP(S)_PROXY / NO_PROXY name (looked up once per host), no redirects followed, no
-cookies kept.
+any other transport failure ``NetworkError`` (``Unsent``, one of them, when no connection
+was made, so the request is known not to have arrived), and the status and body go back to
+PTB, which reads the Bot API's own errors (429 retry_after, 400, 403) from them. As httpx
+did: the proxy HTTP(S)_PROXY / NO_PROXY name (looked up once per host), no redirects
+followed, no cookies kept.
 
 Timeouts as PTB gives them (its defaults: 5 s to connect, read and write, 1 s for a free
 connection, 20 s to write an upload): ``pool + connect`` to have a connection, ``read``
@@ -31,6 +32,12 @@ from agent_core import EnvProxies
 
 #: The type of PTB's "not given" timeouts (``BaseRequest.DEFAULT_NONE``).
 _NOT_GIVEN = type(BaseRequest.DEFAULT_NONE)
+
+
+class Unsent(NetworkError):
+    """The request never reached the Bot API (no connection could be made): sending it
+    again cannot show anything twice. Any other NetworkError or TimedOut came after the
+    request was sent, and Telegram may have carried it out."""
 
 
 class AiohttpRequest(BaseRequest):
@@ -93,8 +100,12 @@ class AiohttpRequest(BaseRequest):
                                        timeout=timeout, allow_redirects=False, proxy=proxy,
                                        proxy_auth=proxy_auth) as response:
                 return response.status, await response.read()
-        except TimeoutError as exc:  # aiohttp's timeouts
+        except aiohttp.ConnectionTimeoutError as exc:  # no connection in time: not sent
+            raise Unsent(f"Timed out connecting: {type(exc).__name__}") from exc
+        except TimeoutError as exc:  # aiohttp's other timeouts
             raise TimedOut(f"Timed out: {type(exc).__name__}") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise Unsent(f"aiohttp.{type(exc).__name__}: {exc}") from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
 

@@ -1,6 +1,7 @@
 """Telegram updates in the channel contract's terms: a message becomes an InboundMessage
 (conversation per chat, or per forum topic; addressed by a mention, a command or a reply),
-a button press an Interaction."""
+an edited message an InboundMessage marked as an edit of the one it replaces, a button press
+an Interaction."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from telegram import Bot, Message, Update
 
-from .approvals import APPROVAL_DATA, CHOICE_DATA, parse_callback_data
+from .approvals import APPROVAL_DATA, CHOICE_DATA, RERUN_DATA, parse_callback_data
 from .base import InboundMessage, Interaction
 from .files import telegram_attachments
 
@@ -40,12 +41,14 @@ def interaction_of(update: Update) -> Interaction:
     if kind == CHOICE_DATA:
         return Interaction(kind="choice", choice=int(value) if value.isdigit() else None,
                            **where)
+    if kind == RERUN_DATA:
+        return Interaction(kind="rerun", **where)
     return Interaction(kind="unknown", **where)
 
 
 def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
     """The normalised message of an Update, or None to ignore it."""
-    message = update.message
+    message = update.message or update.edited_message
     if message is None or message.from_user is None or message.from_user.is_bot:
         return None
     text = message.text or message.caption or ""
@@ -62,13 +65,18 @@ def inbound_of(update: Update, bot: Bot) -> InboundMessage | None:
     if not private:
         target["reply_to"] = message.message_id
     user = message.from_user
+    # The message's own identity (an edit names the message it edits by it); the delivery's
+    # is the update.
+    edit_of = f"{bot.id}:m:{chat.id}:{message.message_id}" \
+        if update.edited_message is not None else None
     return InboundMessage(
         channel="telegram", conversation_id=cid, user_id=str(user.id),
         user_name=user.username or user.full_name,
         text=text.strip() or ("" if files else "(empty)"), attachments=files,
         is_direct=private, mentions_bot=private or mentioned,
         platform_message_id=f"{bot.id}:{update.update_id}", reply_target=target,
-        space_id=str(chat.id), room_id=str(topic or chat.id))
+        space_id=str(chat.id), room_id=str(topic or chat.id), edit_of=edit_of,
+        message_key=f"{bot.id}:m:{chat.id}:{message.message_id}")
 
 
 def conversation_of(chat_id: int, topic: int | None, *, private: bool) -> str:

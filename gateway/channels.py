@@ -63,7 +63,9 @@ def build_channels(settings: GatewaySettings, *, ingest: Ingest, interact: Inter
             bot_token=settings.slack_bot_token.get_secret_value(),
             signing_secret=_secret(settings.slack_signing_secret),
             app_token=_secret(settings.slack_app_token), api_url=settings.slack_api_url,
-            ingest=ingest, interact=interact, progress=settings.slack_progress, pacer=pacer)
+            ingest=ingest, interact=interact, progress=settings.slack_progress, pacer=pacer,
+            streaming=settings.slack_streaming, feedback=settings.slack_feedback,
+            suggested_prompts=settings.suggested_prompts(), timeout=settings.slack_timeout)
         channels.by_name["slack"] = channels.slack
     if settings.telegram_enabled:
         from adapters.telegram import TelegramChannel
@@ -72,7 +74,10 @@ def build_channels(settings: GatewaySettings, *, ingest: Ingest, interact: Inter
         channels.telegram = TelegramChannel(
             token=settings.telegram_bot_token.get_secret_value(),
             webhook_secret=_secret(settings.telegram_webhook_secret),
-            api_url=settings.telegram_api_url, ingest=ingest, interact=interact, pacer=pacer)
+            api_url=settings.telegram_api_url, ingest=ingest, interact=interact, pacer=pacer,
+            streaming=settings.telegram_streaming,
+            group_streaming=settings.telegram_group_streaming,
+            timeout=settings.telegram_timeout)
         channels.by_name["telegram"] = channels.telegram
     return channels
 

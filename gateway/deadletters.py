@@ -111,7 +111,8 @@ class DeadLetters:
         message = OutboundMessage.model_validate(letter.entry.get("message") or {})
 
         async def send() -> Redelivery:
-            result = await self.deliverer.attempt(message, max_seconds=REDELIVER_SECONDS)
+            result = await self.deliverer.deliver_or_reason(message,
+                                                           max_seconds=REDELIVER_SECONDS)
             if isinstance(result, str):  # dead-lettered again, with this reason
                 return Redelivery("dead", letter, result)
             return Redelivery("sent", letter)

@@ -6,6 +6,11 @@ puts them on a list, so the agent loop never waits on Redis for its own events).
 emits its events in bursts: the first of a batch arms a timer (``_LINGER``) and the writer
 is woken when it fires, or at once by a task's last event; nothing wakes it per event.
 
+The text a model streams (MODEL_DELTA, one event per token or so) is written too, so that
+the web chat shows the answer as it is written, also after a reload, from any replica:
+a batch that holds only such pieces lingers longer (``_DELTA_LINGER``), and the pieces of
+one task next to each other in a batch are written as one event.
+
 Followers (``follow``: the SSE endpoint, a synchronous run waiting on another replica)
 share one blocking read per process (``gateway.followers``), so however many follow, they
 hold one of the store's blocking connections.
@@ -42,7 +47,10 @@ end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return #ARGV - 2
 """
-_SKIP = {"MODEL_DELTA"}  # streamed text fragments: too many entries to keep
+_DELTA = "MODEL_DELTA"
+#: How long a batch of streamed text waits for more (at most ~10 entries a second a task,
+#: well under the stream's _MAXLEN for a long answer).
+_DELTA_LINGER = 0.1
 #: A task's burst of events ends with this one, and a waiter (sync /agent/run, the web
 #: chat, an SSE client on any replica) is waiting for it: written at once, not after the
 #: linger (which had added 5 ms to every synchronous call).
@@ -99,7 +107,7 @@ class EventLog:
 
     def __call__(self, event: Event) -> None:
         """EventBus handler."""
-        if event.task_id and str(event.type) not in _SKIP:
+        if event.task_id:
             if event.type == _LAST:
                 # First the caller waiting for it, so that it answers before the writer and
                 # the task's own bookkeeping run (they are woken after it).
@@ -111,7 +119,8 @@ class EventLog:
                 return
             self._pending.append(event)
             if self._linger is None and not self._due:
-                self._linger = asyncio.get_running_loop().call_later(_LINGER, self._wake)
+                self._linger = asyncio.get_running_loop().call_later(
+                    _DELTA_LINGER if event.type == _DELTA else _LINGER, self._wake)
 
     def _wake(self) -> None:
         """The pending batch is due: the writer takes it now."""
@@ -165,7 +174,7 @@ class EventLog:
 
     async def _write(self, events: list[Event]) -> None:
         by_task: dict[str, list[bytes]] = {}
-        for e in events:
+        for e in _joined(events):
             # NaN is written as null, which an SSE client's JSON.parse takes.
             by_task.setdefault(e.task_id, []).append(
                 _json.dumps(e.to_dict(), default=str))
@@ -237,6 +246,25 @@ class EventLog:
                     yield {"id": None, "type": "KEEPALIVE"}
         finally:
             self._followers.leave(follower)
+
+
+def _joined(events: list[Event]) -> list[Event]:
+    """``events`` with each run of one task's streamed text pieces as one piece."""
+    out: list[Event] = []
+    last: dict[str, int] = {}  # task id -> index in out of its last event
+    for e in events:
+        at = last.get(e.task_id)
+        if e.type == _DELTA and at is not None and out[at].type == _DELTA:
+            before = out[at]
+            out[at] = Event(before.type, before.trace_id, before.conversation_id,
+                            before.round, {**before.payload, "text": str(
+                                before.payload.get("text", "")) + str(
+                                e.payload.get("text", ""))},
+                            before.timestamp, task_id=before.task_id)
+            continue
+        last[e.task_id] = len(out)
+        out.append(e)
+    return out
 
 
 class _Watcher:

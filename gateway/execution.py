@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, assert_never
 
 from adapters.base import Channel, InboundMessage
+from adapters.live import LiveChannel
 from agent_core import (
     Approval,
     Event,
@@ -42,6 +43,7 @@ from agent_core.tools.sandbox import inbox_dir, sandbox_dir
 
 from .access import Roles
 from .inbox import SENT_FILES, Inbox, Received
+from .live import LiveReplies
 from .progress import ProgressRelay
 from .queue import Head, WorkItem, WorkQueue
 from .replies import Replies
@@ -57,11 +59,13 @@ class Execution:
     def __init__(self, *, runtime: Runtime, queue: WorkQueue, channels: dict[str, Channel],
                  progress: ProgressRelay, replies: Replies, settings: GatewaySettings,
                  model_ready: bool, workflows: WorkflowTasks | None = None,
-                 inbox: Inbox | None = None) -> None:
+                 live: LiveReplies | None = None, inbox: Inbox | None = None) -> None:
         self.runtime = runtime
         self.queue = queue
         self.channels = channels
         self.progress = progress
+        #: Shows replies on chat platforms while they are written.
+        self.live = live
         self.replies = replies
         self.settings = settings
         self.roles = Roles.from_settings(settings)
@@ -177,9 +181,15 @@ class Execution:
         task = asyncio.ensure_future(runner)
         self._running[item.task_id] = task
         channel = self.channels.get(msg.channel)
+        live = self.live if isinstance(channel, LiveChannel) and \
+            item.kind != "scheduled" else None
         if channel is not None and item.kind != "scheduled":
             # Nobody waits on a scheduled run: post its answer, without a progress display.
-            await self.progress.begin(item.task_id, channel, msg.reply_target)
+            if live is not None:
+                assert isinstance(channel, LiveChannel)
+                await live.begin(item, channel)
+            await self.progress.begin(item.task_id, channel, msg.reply_target,
+                                      display=live is None)
         try:
             result = await task
         except asyncio.CancelledError:
@@ -191,6 +201,8 @@ class Execution:
         finally:
             self._running.pop(item.task_id, None)
             await self.progress.end(item.task_id)
+            if live is not None:
+                await live.pause(item)
         if result.outcome == "asked_user":
             await self.runtime.store.set_waiting(msg.conversation_id, result.task_id)
         return result

@@ -1,4 +1,5 @@
-"""Button presses, decided once for every channel: approval decisions and ask_user choices.
+"""Button presses, decided once for every channel: approval decisions, ask_user choices,
+feedback on answers (``feedback.py``) and "run the edited message" (``edits.py``).
 
 The channels turn a press into an ``Interaction`` and render the ``InteractionReply``.
 Approval buttons carry only the approval id; who pressed, and in which conversation, is
@@ -20,6 +21,8 @@ from agent_core.tools.context import ALL_PERMISSIONS
 
 from .access import Roles
 from .approvals import ApprovalService
+from .edits import Edits
+from .feedback import Feedback
 from .router import Router
 
 log = logging.getLogger(__name__)
@@ -37,11 +40,14 @@ class Interactions:
     """Decides on the presses of the buttons the channels render (an ``Interact``)."""
 
     def __init__(self, *, approvals: ApprovalService, router: Router,
-                 store: ConversationStore, roles: Roles) -> None:
+                 store: ConversationStore, roles: Roles, feedback: Feedback | None = None,
+                 edits: Edits | None = None) -> None:
         self.approvals = approvals
         self.router = router
         self.store = store
         self.roles = roles
+        self.feedback = feedback
+        self.edits = edits
 
     async def __call__(self, press: Interaction) -> InteractionReply:
         """One press (already acknowledged to the platform by its channel)."""
@@ -55,7 +61,11 @@ class Interactions:
                                         refused=decision.outcome != "decided")
             case "choice":
                 return await self._choose(press)
-            case "unknown":
+            case "feedback" if self.feedback is not None:
+                return await self.feedback(press)
+            case "rerun" if self.edits is not None:
+                return await self.edits.rerun(press)
+            case "feedback" | "rerun" | "unknown":
                 return InteractionReply(NOT_OURS, refused=True)
             case unknown:
                 assert_never(unknown)

@@ -1,7 +1,7 @@
 """Prometheus metrics at ``GET /metrics``: HTTP requests, inbound messages, tasks, model
 calls (their latency, those under way) and tokens, what model calls cost and the budgets'
-refusals and warnings, tools, deliveries, the queue (its depth and oldest work), dead
-letters, pending approvals, and the hub's live agents.
+refusals and warnings, tools, deliveries, feedback on answers, the queue (its depth and
+oldest work), dead letters, pending approvals, and the hub's live agents.
 
 Task, model and tool figures come from the event bus (a task's AGENT_FINISHED carries its
 report), so the agent loop knows nothing of them. Requests are counted by route template
@@ -104,6 +104,9 @@ class Metrics:
             "hermes_deliveries_total", "Attempts to send replies to the channels, by result "
             "(sent; failed: retried unless dead; dead: given up)", ["channel", "result"],
             registry=reg)
+        self.feedback = Counter(
+            "hermes_feedback_total", "👍 / 👎 pressed under answers, by channel, model and "
+            "rating (good, bad)", ["channel", "model", "rating"], registry=reg)
         self.active_tasks = Gauge("hermes_active_conversations", "Conversations being worked "
                                   "on by this gateway", multiprocess_mode="livesum",
                                   registry=reg)
@@ -205,6 +208,10 @@ class Metrics:
     def delivered(self, channel: str, result: str) -> None:
         """Deliverer callback: one attempt's result."""
         self._deliveries(channel, result).inc()
+
+    def rated(self, channel: str, model: str, good: bool) -> None:
+        """Feedback callback: a 👍 or 👎 under an answer."""
+        self.feedback.labels(channel, model or "unknown", "good" if good else "bad").inc()
 
     # --- HTTP ----------------------------------------------------------------------------
     def request_done(self, request: web.Request, status: int, started: float) -> None:

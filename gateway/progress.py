@@ -1,5 +1,7 @@
 """ProgressRelay: shows a running task's steps in its chat (a "working" message updated as
-tools run, typing, a reaction), throttled to what the platforms tolerate."""
+tools run, typing, a reaction), throttled to what the platforms tolerate, and sends the
+files its tools make. Chat platforms whose replies are shown live (``gateway/live.py``)
+get only the files from here."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ log = logging.getLogger(__name__)
 class _Watch:
     channel: Channel
     target: dict[str, Any]
+    #: Progress shown here (else only files are: a live reply shows the rest).
+    display: bool = True
     last_update: float = 0.0
     pending: str | None = None
     flusher: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -36,10 +40,13 @@ class ProgressRelay:
         self._watches: dict[str, _Watch] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def begin(self, task_id: str, channel: Channel, target: dict[str, Any]) -> None:
-        """A task started in a chat."""
-        self._watches[task_id] = _Watch(channel, target)
-        await _quietly(channel.working(target, task_id))
+    async def begin(self, task_id: str, channel: Channel, target: dict[str, Any], *,
+                    display: bool = True) -> None:
+        """A task started in a chat; ``display=False``: its steps are shown by its live
+        reply (``gateway/live.py``), only the files it makes are sent from here."""
+        self._watches[task_id] = _Watch(channel, target, display)
+        if display:
+            await _quietly(channel.working(target, task_id))
 
     async def end(self, task_id: str) -> None:
         """The task ended (its answer is being delivered)."""
@@ -52,7 +59,8 @@ class ProgressRelay:
             await asyncio.wait(sending, timeout=30)
         if watch.flusher is not None:
             watch.flusher.cancel()
-        await _quietly(watch.channel.done(watch.target, task_id))
+        if watch.display:
+            await _quietly(watch.channel.done(watch.target, task_id))
 
     def __call__(self, event: Event) -> None:
         """EventBus handler."""
@@ -61,6 +69,8 @@ class ProgressRelay:
             return
         if event.type == EventType.TOOL_ATTACHMENT:
             self._attach(event, watch)
+        if not watch.display:
+            return
         line = describe(event)
         if line is None:
             return

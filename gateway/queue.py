@@ -160,8 +160,8 @@ class WorkQueue:
         self._quiet: asyncio.Future[None] | None = None
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
-                     placeholder: TaskState | None = None, start_here: bool = False
-                     ) -> IngestResult:
+                     placeholder: TaskState | None = None, start_here: bool = False,
+                     message_key: str | None = None) -> IngestResult:
         """Queue an item unless its dedupe key was seen, with a "queued" task state so the
         task API can answer at once; in steer mode, hand it to the running task instead
         when the conversation is busy and the message is from the person who asked for that
@@ -170,7 +170,8 @@ class WorkQueue:
         the same step also starts the conversation on this process's ``taker`` when it has a free
         worker and nobody holds the conversation (no wake, no claim round trip). Others
         are woken, unless held (the holder takes them next): the workers take a burst in
-        batches, after its acknowledgements."""
+        batches, after its acknowledgements. ``message_key``: the message's own identity,
+        when it is not the dedupe key's (its marker names the task too, for its edits)."""
         self._ingesting += 1
         try:
             cid = item.inbound.conversation_id
@@ -179,7 +180,8 @@ class WorkQueue:
                     self.keys.steer(cid), self.keys.lock(cid), self.store_keys.task(item.task_id),
                     self.store_keys.conv_tasks(cid), self.keys.attempts(),
                     self.keys.control(cid), self.store_keys.meta(cid),
-                    self.store_keys.window(cid)]
+                    self.store_keys.window(cid),
+                    self.store_keys.dedupe(message_key) if message_key else ""]
             written = _Written(item.model_dump_json().encode(), item,
                                placeholder.model_dump_json().encode() if placeholder else b"",
                                placeholder)

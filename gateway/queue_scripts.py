@@ -35,16 +35,22 @@ end
 # from `pending` once the lease has expired; in interrupt mode the running task is
 # flagged when the message is its requester's (anyone else's waits its turn). A free one
 # is taken, given a lease token (this process has a free worker): its lock, with the head
-# read as a claim does; otherwise a worker of any replica is woken.
+# read as a claim does; otherwise a worker of any replica is woken. The dedupe marker holds
+# the task's id, and so does the marker of the message's own identity where it is another
+# key (Telegram's chat and message id): an edit of the message finds its task through it
+# (gateway/edits.py). The collect mode queues as the queue mode does (gateway/collect.py).
 # KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
-#       window
+#       window, message marker ('' when none)
 # ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id, token, lease_ms, task prefix
 # Returns {status} or {'taken', head...} when the lock was taken.
 INGEST = READ_HEAD + """
 if KEYS[1] ~= '' then
-  if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) == false then
+  if redis.call('SET', KEYS[1], ARGV[7], 'NX', 'EX', ARGV[4]) == false then
     return {'duplicate'}
   end
+end
+if KEYS[13] and KEYS[13] ~= '' then
+  redis.call('SET', KEYS[13], ARGV[7], 'EX', ARGV[4])
 end
 local busy = redis.call('EXISTS', KEYS[6]) == 1
 local own = false

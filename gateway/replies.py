@@ -3,9 +3,10 @@
 An answer, a question with its buttons, an approval prompt (opened, posted, and its
 message remembered so the decision can replace it), an error; a scheduled run that did not
 answer tells its target and its owner (a run its schedule's budget stopped also pauses the
-schedule). A task the agent could not run at all (no model, a crash, too many attempts) is
-still ended properly: its state and an AGENT_FINISHED event are recorded, so the chat and
-the task API say the same thing.
+schedule). On a chat platform each is the end of the item's live reply
+(``gateway/live.py``), delivered once whatever fails. A task the agent could not run at all
+(no model, a crash, too many attempts) is still ended properly: its state and an
+AGENT_FINISHED event are recorded, so the chat and the task API say the same thing.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import logging
 from typing import Any
 
 from adapters.base import Channel, InboundMessage, OutboundKind, OutboundMessage
+from adapters.live import LiveChannel
 from agent_core import Event, EventType, TaskResult, TaskState, TaskStatus
 from agent_core.report import TaskReport
 from agent_core.runtime import Runtime
 
 from .approvals import ApprovalService
-from .delivery import Deliverer
+from .delivery import Deliverer, Sent
+from .live import LiveReplies
 from .outage import DELAYED, StoreOutage
 from .queue import WorkItem
 from .scheduler import Scheduler
@@ -35,10 +38,11 @@ class Replies:
 
     def __init__(self, *, runtime: Runtime, deliverer: Deliverer,
                  channels: dict[str, Channel], approvals: ApprovalService | None,
-                 outage: StoreOutage | None = None, scheduler: Scheduler | None = None
-                 ) -> None:
+                 outage: StoreOutage | None = None, scheduler: Scheduler | None = None,
+                 live: LiveReplies | None = None) -> None:
         self.runtime = runtime
         self.deliverer = deliverer
+        self.live = live
         self.channels = channels
         self.approvals = approvals
         self.outage = outage
@@ -70,11 +74,15 @@ class Replies:
             return
         msg = item.inbound
         if result.superseded:
-            return  # interrupted by the next message, which answers instead
+            # Interrupted by the next message, which answers instead.
+            channel = self.channels.get(msg.channel)
+            if self.live is not None and isinstance(channel, LiveChannel):
+                await self.live.close(item, channel)
+            return
         if result.outcome == "awaiting_approval" and self.approvals is not None \
                 and result.approval is not None:
             prompt = await self.approvals.open(result, msg)
-            sent = await self.deliverer.deliver(prompt)
+            sent = await self._send(item, prompt)
             if sent is not None:
                 await self.approvals.remember_message(result.approval.id, sent.ref)
             return
@@ -82,7 +90,7 @@ class Replies:
         if result.task_id in self._again:
             self._again.discard(result.task_id)
             replaces = await self.deliverer.where(result.task_id)
-        sent = await self.deliverer.deliver(msg.reply(
+        sent = await self._send(item, msg.reply(
             result.text, _KINDS.get(result.outcome, "error"), task_id=result.task_id,
             choices=result.question.choices if result.question else [],
             approval=result.approval.model_dump() if result.approval else None,
@@ -93,6 +101,18 @@ class Replies:
             self.outage.delivered(result.task_id)
         await self.deliverer.remember(result.task_id, sent.ref,
                                       ttl=self.runtime.settings.task_retention)
+
+    async def _send(self, item: WorkItem, message: OutboundMessage) -> Sent | None:
+        """The item's reply: on a chat platform, the end of its live reply (once)."""
+        channel = self.channels.get(message.channel)
+        if self.live is not None and isinstance(channel, LiveChannel):
+            return await self.live.finish(item, channel, message)
+        return await self.deliverer.deliver(message)
+
+    def forget(self, item: WorkItem) -> None:
+        """Nothing more is done with ``item`` here (delivered, or handed on)."""
+        if self.live is not None:
+            self.live.forget(item)
 
     async def without_agent(self, item: WorkItem, text: str, outcome: TaskStatus
                             ) -> TaskResult:

@@ -21,6 +21,7 @@ from agent_core.store.keys import check_conversation_id
 from .access import AccessPolicy
 from .commands import Commands
 from .delivery import Deliverer
+from .edits import Edits, identity
 from .inbox import SENT_FILES, claimed
 from .queue import WorkItem, WorkQueue
 from .ratelimit import RateLimit
@@ -48,6 +49,14 @@ class Router:
         self.deliverer = deliverer
         self.commands = commands
         self.settings = settings
+        #: Routes edits of messages (None: edits are ignored).
+        self.edits: Edits | None = None
+
+    def follow_edits(self, edits: Edits) -> None:
+        """Route edits of messages through ``edits`` (which routes what it lets through
+        back here, as new messages)."""
+        self.edits = edits
+        edits.ingest = self.ingest
 
     async def ingest(self, msg: InboundMessage, *, task_id: str | None = None,
                      start_here: bool = False) -> Routed:
@@ -89,6 +98,11 @@ class Router:
                     await self.deliverer.deliver(msg.reply(self.rate.notice(ends), "notice"))
                 return Routed("refused", reason="rate limited")
 
+        if msg.edit_of is not None:
+            if self.edits is None:
+                return Routed("ignored", reason="edits are not followed here")
+            return await self.edits.route(msg, dedupe_key)
+
         command = self.commands.parse(msg.text)
         kind: WorkKind = "message"
         if command == "workflow" and self.commands.workflows:
@@ -108,8 +122,10 @@ class Router:
             status="queued", extra={"channel": msg.channel, **(
                 {SENT_FILES: claimed(msg.attachments)} if msg.attachments else {})})
         mode = self.settings.hermes_busy_mode
-        status = await self.queue.ingest(item, dedupe_key=dedupe_key, mode=mode,
-                                         placeholder=placeholder, start_here=start_here)
+        status = await self.queue.ingest(
+            item, dedupe_key=dedupe_key, mode=mode, placeholder=placeholder,
+            start_here=start_here,
+            message_key=identity(msg) if msg.message_key else None)
         if status == "duplicate":
             return Routed("duplicate")
         if status == "taken":

@@ -12,34 +12,37 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import Channel, InboundMessage, Routed
+from adapters.base import Channel
 from adapters.errors import GatewayStopping
-from agent_core import ConfigError, EventBus, tracing
+from agent_core import EventBus, tracing
 from agent_core.background import repeating
 from agent_core.datadir import secure_data_dir
 from agent_core.models import ModelAdapter
 from agent_core.redaction import register as register_secrets
 from agent_core.runtime import Runtime, UnconfiguredModel, build_runtime, start_mcp
-from agent_core.store import ConversationStore, MultiplexedRedis, OpenStore, open_store
-from agent_core.tools import Delegation, Services
+from agent_core.store import MultiplexedRedis, OpenStore, open_store
+from agent_core.tools import Services
 
 from .access import AccessPolicy, Roles
 from .approvals import ApprovalService
 from .audit import AuditLog
 from .budgets import BudgetNotices, announce_prices, open_budget
 from .channels import Channels, build_channels, telegram_leadership
+from .collect import Collector
 from .commands import Commands
 from .console import Console
 from .delivery import Deliverer
+from .edits import Edits
 from .eventlog import EventLog
 from .execution import Execution
+from .feedback import Feedback
 from .inbox import Inbox
 from .interactions import Interactions
+from .live import LiveReplies
+from .live_record import ReplyBook
 from .metrics import Metrics
 from .outage import StoreOutage
 from .progress import ProgressRelay
@@ -49,6 +52,15 @@ from .replies import Replies
 from .router import Router
 from .scheduler import Scheduler
 from .settings import GatewaySettings
+from .startup import (
+    both,
+    delegation_of,
+    figures,
+    load_schedules,
+    quietly,
+    start_hub,
+    workflows_of,
+)
 from .worker import WorkerPool
 from .workflows import WorkflowTasks
 
@@ -143,8 +155,8 @@ class Gateway:
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())
         audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
-        bus = await _start_hub(settings, stack, store) if settings.hermes_hub else None
-        workflow_store = _workflow_store(bus)
+        bus = await start_hub(settings, stack, store) if settings.hermes_hub else None
+        workflow_store = workflows_of(bus)
         if bus is not None:
             settings = settings.model_copy(update={
                 "hermes_tools": [*settings.hermes_tools, "tools.delegate"]})
@@ -166,8 +178,8 @@ class Gateway:
         mcp = await start_mcp(runtime)
         if mcp is not None:
             stack.push_async_callback(mcp.aclose)
-        stack.push_async_callback(_quietly, runtime.model.aclose)
-        stack.push_async_callback(_quietly, runtime.bus.drain)
+        stack.push_async_callback(quietly, runtime.model.aclose)
+        stack.push_async_callback(quietly, runtime.bus.drain)
         queue = WorkQueue(store.redis, settings.redis_prefix,
                           lease=settings.hermes_lease_seconds, blocking=opened.blocking,
                           conversations=store.parse_snapshot)
@@ -186,50 +198,64 @@ class Gateway:
         deliverer.on_done = lambda message, done: runtime.bus.emit(done.event(message))
         scheduler = Scheduler(store.redis, queue, settings)
         runtime.loop.services = Services(scheduler=scheduler,
-                                         delegation=_delegation(bus))
+                                         delegation=delegation_of(bus))
         commands = Commands(queue=queue, store=store, model_status=self._model_status,
                             settings=settings, scheduler=scheduler,
                             workflows=bus is not None, budget=budget)
         rate = settings.rate_limit
         router = Router(queue=queue, policy=AccessPolicy.from_settings(settings),
                         deliverer=deliverer, commands=commands, settings=settings,
-                        counted=_both(self.metrics.routed, console.activity.routed),
+                        counted=both(self.metrics.routed, console.activity.routed),
                         rate=RateLimit(store.redis, settings.redis_prefix, count=rate[0],
                                        seconds=rate[1], timezone=settings.hermes_timezone)
                         if rate else None)
         approvals = ApprovalService(store.redis, settings=settings, channels=named,
                                     router=router, audit=audit, tools=runtime.registry)
+        book = ReplyBook(store.redis, store.keys, ttl=settings.task_retention)
+        edits = Edits(redis=store.redis, prefix=settings.redis_prefix, queue=queue,
+                      store=store, deliverer=deliverer)
+        router.follow_edits(edits)
         channels = build_channels(
             settings, ingest=router.ingest,
             interact=Interactions(approvals=approvals, router=router, store=store,
-                                  roles=Roles.from_settings(settings)), into=named)
+                                  roles=Roles.from_settings(settings),
+                                  feedback=Feedback(book=book, audit=audit,
+                                                    counted=self.metrics.rated),
+                                  edits=edits), into=named)
         for channel in list(channels.by_name.values()):
             await channel.start()
-            stack.push_async_callback(_quietly, channel.stop)
+            stack.push_async_callback(quietly, channel.stop)
 
         outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
+        live = LiveReplies(book=book, deliverer=deliverer)
+        runtime.bus.subscribe(live)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
-                          approvals=approvals, outage=outage, scheduler=scheduler)
+                          approvals=approvals, outage=outage, scheduler=scheduler,
+                          live=live)
         inbox = Inbox(settings=settings, redis=store.redis, keys=store.keys, channels=named,
                       counter=runtime.loop.counter,
                       budget_tokens=runtime.loop.config.prompt_budget)
         execution = Execution(runtime=runtime, queue=queue, channels=named, progress=progress,
                               replies=replies, settings=settings, model_ready=self.model_ready,
-                              inbox=inbox,
+                              live=live, inbox=inbox,
                               workflows=WorkflowTasks(
                                   workflow_store, store, runtime.bus,
                                   shutting_down=lambda: runtime.loop.shutting_down)
                               if workflow_store is not None else None)
+        collector = Collector(redis=store.redis, queue=queue, store=store,
+                              window_ms=settings.hermes_collect_window_ms) \
+            if settings.hermes_busy_mode == "collect" else None
         workers = WorkerPool(queue=queue, execution=execution, replies=replies,
-                             concurrency=settings.hermes_workers, outage=outage)
+                             concurrency=settings.hermes_workers, outage=outage,
+                             collector=collector)
         if isinstance(store.redis, MultiplexedRedis):
             log.debug("%d Lua scripts loaded", await store.redis.load_scripts())
         # Before the workers: stopped after them, so what their last tasks did is recorded.
-        await console.start(stack, lambda: _figures(queue, workers, runtime))
+        await console.start(stack, lambda: figures(queue, workers, runtime))
         await workers.start()
         stack.push_async_callback(self._stop_workers, workers)
         if settings.hermes_schedules_file is not None:
-            await _load_schedules(scheduler, settings.hermes_schedules_file)
+            await load_schedules(scheduler, settings.hermes_schedules_file)
         scheduler.start()
         stack.push_async_callback(scheduler.stop)
         if channels.telegram is not None:
@@ -322,77 +348,3 @@ class Gateway:
                 "mcp_servers": parts.runtime.mcp.status() if parts.runtime.mcp else {},
                 "conversations_waiting": await parts.queue.waiting(),
                 "active_here": parts.workers.active}
-
-
-async def _start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack,
-                     store: ConversationStore) -> Bus:
-    """The hub's bus, with its services (discovery, the deadline watch, contexts, tools) in
-    this process; other copies of them may run elsewhere (``hermes-gateway hub``). Imported
-    only when HERMES_HUB is on."""
-    from hub import Bus
-    from hub.services import start_services
-
-    bus = await Bus.connect(settings)
-    stack.push_async_callback(bus.close)
-    await start_services(bus, settings, stack, store=store)
-    return bus
-
-
-def _workflow_store(bus: Bus | None) -> WorkflowStore | None:
-    if bus is None:
-        return None
-    from hub.workflows.store import WorkflowStore
-
-    return WorkflowStore(bus)
-
-
-def _delegation(bus: Bus | None) -> Delegation | None:
-    if bus is None:
-        return None
-    from hub.delegation import HubDelegation
-
-    return HubDelegation(bus, "gateway")
-
-
-async def _load_schedules(scheduler: Scheduler, path: Path) -> None:
-    import yaml  # only with a schedules file: PyYAML is ~1 MB of a gateway's memory
-
-    try:
-        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        data = yaml.safe_load(text) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from exc
-    jobs = data.get("jobs", []) if isinstance(data, dict) else data
-    if not isinstance(jobs, list):
-        raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: expected a list of jobs")
-    try:
-        changed = await scheduler.load_file(jobs)
-    except ValueError as exc:
-        raise ConfigError(f"HERMES_SCHEDULES_FILE={str(path)!r}: {exc}") from None
-    log.info("schedules file: %d of %d jobs created or updated", changed, len(jobs))
-
-
-async def _quietly(close: Any) -> None:
-    """A closing step whose failure must not keep the others from running."""
-    try:
-        await close()
-    except Exception as exc:
-        log.warning("while stopping: %s: %s", type(exc).__name__, exc)
-
-
-def _both(*listeners: Callable[[InboundMessage, Routed], None]
-          ) -> Callable[[InboundMessage, Routed], None]:
-    """One router callback telling each of ``listeners``."""
-    def told(msg: InboundMessage, routed: Routed) -> None:
-        for listener in listeners:
-            listener(msg, routed)
-
-    return told
-
-
-async def _figures(queue: WorkQueue, workers: WorkerPool, runtime: Runtime) -> dict[str, Any]:
-    """This process's figures for the console (and the queue's, sampled)."""
-    oldest = await queue.oldest()
-    return {"active": workers.active, "in_flight": runtime.loop.model_turn.in_flight,
-            "model_waiting": runtime.model.calls_waiting, "waiting": await queue.waiting(),
-            "oldest_seconds": max(0.0, time.time() - oldest[1]) if oldest else 0.0}

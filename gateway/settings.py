@@ -106,7 +106,10 @@ class GatewaySettings(HubSettings):
                                 "its user is told the answer is delayed")
     hermes_shutdown_grace: float = Field(
         20.0, ge=0, description="seconds running tasks get to finish when the gateway stops")
-    hermes_busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    hermes_busy_mode: Literal["queue", "interrupt", "steer", "collect"] = "queue"
+    hermes_collect_window_ms: int = Field(
+        1500, ge=0, le=60_000, description="collect mode: messages that arrive within this "
+                                           "of each other are one task")
     hermes_webhook_secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="signed webhook sources: {source: secret}")
     hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
@@ -185,17 +188,32 @@ class GatewaySettings(HubSettings):
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
     slack_progress: Literal["message", "reaction", "off"] = "message"
+    slack_streaming: bool = Field(
+        True, description="show answers as they are written (chat.startStream in threads, "
+                          "a message edited in place elsewhere) and the assistant status")
+    slack_feedback: bool = Field(True, description="👍 / 👎 buttons under each answer")
+    slack_suggested_prompts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="prompts offered when an assistant thread "
+                                          "starts: 'title|message' each (or the message)")
+    slack_timeout: float = Field(30.0, ge=1, description="seconds per Web API request")
 
     # --- Telegram ----------------------------------------------------------------------
     telegram_bot_token: SecretStr | None = None
     telegram_webhook_secret: SecretStr | None = None
     telegram_api_url: str = "https://api.telegram.org"
     telegram_mode: Literal["auto", "webhook", "polling"] = "auto"
+    telegram_streaming: bool = Field(
+        True, description="show answers as they are written: a draft in private chats, "
+                          "one message edited in place in groups")
+    telegram_group_streaming: bool = Field(
+        True, description="in groups and topics, false: only the final message")
+    telegram_timeout: float = Field(5.0, gt=0, description="seconds to read a Bot API "
+                                                           "answer")
 
     @field_validator("hermes_allowed_users", "hermes_allowed_spaces", "hermes_allowed_rooms",
                      "hermes_webhook_callback_hosts", "hermes_allowed_hosts",
                      "hermes_trusted_proxies", "hermes_file_url_internal_hosts",
-                     mode="before")
+                     "slack_suggested_prompts", mode="before")
     @classmethod
     def _gateway_comma_list(cls, value: Any) -> Any:
         return comma_list(value)
@@ -261,6 +279,15 @@ class GatewaySettings(HubSettings):
     @classmethod
     def _slash(cls, value: str) -> str:
         return value if value.endswith("/") else value + "/"
+
+    def suggested_prompts(self) -> list[dict[str, str]]:
+        """SLACK_SUGGESTED_PROMPTS as Slack takes them: ``{title, message}`` each."""
+        prompts = []
+        for entry in self.slack_suggested_prompts:
+            title, _, message = entry.partition("|")
+            prompts.append({"title": title.strip()[:75],
+                            "message": (message or title).strip()})
+        return prompts
 
     @property
     def stt_endpoint(self) -> str | None:

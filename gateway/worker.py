@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from agent_core import StoreUnavailableError, TaskResult, tracing
 from agent_core.log import trace_context
 
+from .collect import Collector
 from .execution import Execution
 from .outage import StoreOutage
 from .queue import Claim, Head, WorkQueue
@@ -42,8 +43,11 @@ class WorkerPool:
     """Runs queued work for this process; any number of processes can share one queue."""
 
     def __init__(self, *, queue: WorkQueue, execution: Execution, replies: Replies,
-                 concurrency: int, outage: StoreOutage, scan_interval: float = 1.0) -> None:
+                 concurrency: int, outage: StoreOutage, scan_interval: float = 1.0,
+                 collector: Collector | None = None) -> None:
         self.queue = queue
+        #: Merges bursts of messages before they start (HERMES_BUSY_MODE=collect).
+        self.collector = collector
         self.execution = execution
         self.replies = replies
         self.outage = outage
@@ -153,6 +157,8 @@ class WorkerPool:
     async def _serve(self, cid: str, token: str, head: Head) -> None:
         try:
             while not self._stopping:
+                if self.collector is not None:
+                    head = await self.collector.collect(cid, token, head)
                 if head.attempts > MAX_ATTEMPTS:
                     await self._give_up(head)
                 elif await self._run_item(cid, token, head):
@@ -230,13 +236,17 @@ class WorkerPool:
                                        "hermes.channel": item.inbound.channel,
                                        "hermes.conversation_id": item.inbound.conversation_id},
                               parent=parent, trace_id=item.task_id, kind="consumer") as span:
-                finished, result = await self._execute(head, still_ours)
-                if not finished:
-                    return  # another worker took the conversation over meanwhile
-                span.set_attribute("hermes.outcome", result.outcome if result else "skipped")
-                if result is not None:
-                    with tracing.span("deliver", {"hermes.channel": item.inbound.channel}):
-                        await self.replies.deliver(item, result)
+                try:
+                    finished, result = await self._execute(head, still_ours)
+                    if not finished:
+                        return  # another worker took the conversation over meanwhile
+                    span.set_attribute("hermes.outcome",
+                                       result.outcome if result else "skipped")
+                    if result is not None:
+                        with tracing.span("deliver", {"hermes.channel": item.inbound.channel}):
+                            await self.replies.deliver(item, result)
+                finally:
+                    self.replies.forget(item)
             # One line per task at INFO: traffic visible without debug logs (no text).
             log.info("task %s %s channel=%s conversation=%s seconds=%.2f", item.task_id,
                      result.outcome if result is not None else "skipped",

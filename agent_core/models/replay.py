@@ -34,6 +34,8 @@ class Reply:
     delay: float = 0.0
     #: Of prompt_tokens, those reported as read from the provider's prompt cache.
     cached_tokens: int = 0
+    #: Seconds between the pieces of a streamed answer (a model writing as it goes).
+    pace: float = 0.0
 
     @classmethod
     def call(cls, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
@@ -95,6 +97,8 @@ class ReplayModelServer:
         #: The Authorization header of each request, in order ("" when none was sent).
         self.authorizations: list[str] = []
         self.model_seconds = 0.0
+        #: When the first piece of the first streamed answer was written (monotonic).
+        self.first_token_at: float | None = None
         #: Transcripts /v1/audio/transcriptions answers, in order (then "").
         self.transcripts: deque[str] = deque()
         #: Each transcription asked: model, file name, content type and size of the audio.
@@ -208,7 +212,7 @@ class ReplayModelServer:
         chunks.append({"choices": [], "usage": usage})
         lines = [f"data: {json.dumps({'model': model, **c})}\n\n" for c in chunks]
         lines.append("data: [DONE]\n\n")
-        return await _stream(request, lines, "text/event-stream")
+        return await self._stream(request, lines, "text/event-stream", pace=item.pace)
 
     async def _anthropic(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
@@ -264,7 +268,21 @@ class ReplayModelServer:
                                          "usage": {"output_tokens": item.completion_tokens}}))
         events.append(("message_stop", {"type": "message_stop"}))
         lines = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
-        return await _stream(request, lines, "text/event-stream")
+        return await self._stream(request, lines, "text/event-stream", pace=item.pace)
+
+    async def _stream(self, request: web.Request, lines: list[str], content_type: str, *,
+                      pace: float) -> web.StreamResponse:
+        """A scripted answer streamed, ``pace`` seconds between its pieces."""
+        response = web.StreamResponse(headers={"Content-Type": content_type})
+        await response.prepare(request)
+        for i, line in enumerate(lines):
+            if pace and i:
+                await asyncio.sleep(pace)
+            await response.write(line.encode())
+            if self.first_token_at is None:
+                self.first_token_at = time.monotonic()
+        await response.write_eof()
+        return response
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -313,7 +331,7 @@ class ReplayModelServer:
                 "role": "assistant", "content": "", "tool_calls": calls}}) + "\n")
         lines.append(json.dumps({**final, "message": {"role": "assistant",
                                                       "content": ""}}) + "\n")
-        return await _stream(request, lines, "application/x-ndjson")
+        return await self._stream(request, lines, "application/x-ndjson", pace=item.pace)
 
 
 def _anthropic_input(item: Reply) -> dict[str, int]:

@@ -294,3 +294,14 @@ class Keys:
     def task_events(self, task_id: str) -> str:
         """STREAM of a task's events (for SSE replay)."""
         return f"{self.prefix}:task:{task_id}:events"
+
+    # --- replies shown live (gateway/live.py) ------------------------------------------
+    def reply(self, delivery_id: str) -> str:
+        """STRING: one reply's state machine (JSON): how it is shown, the live message,
+        the parts posted and a post whose outcome is not known yet, so that another
+        replica can finish it. ``delivery_id`` is the work item's id."""
+        return f"{self.prefix}:reply:{delivery_id}"
+
+    def edit(self, edit_id: str) -> str:
+        """STRING: an edited message kept for its "run it" button (InboundMessage JSON)."""
+        return f"{self.prefix}:edit:{edit_id}"

@@ -174,7 +174,8 @@ function follow(taskId, status) {
   tasks.set(taskId, task); refresh();
   const on = (type, fn) => es.addEventListener(type, (e) => fn(JSON.parse(e.data).payload || {}));
   const undraft = () => { if (task.draft) { task.draft.remove(); task.draft = null; } };
-  on("AGENT_STARTED", () => setStatus(taskId, "running"));
+  // A resumed or recovered run writes its answer again from the start: so does its draft.
+  on("AGENT_STARTED", (p) => { if (p.resumed) undraft(); setStatus(taskId, "running"); });
   // What the person is told about the files (a refusal naming its limit, "heard: ...").
   on("FILES_RECEIVED", (p) => (p.notices || []).forEach((n) => step(/^heard/.test(n) ? "ok" : "error", n)));
   on("MODEL_DELTA", (p) => {

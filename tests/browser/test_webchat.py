@@ -219,6 +219,36 @@ async def test_on_a_narrow_screen_the_buttons_and_the_placeholder_fit(chat: Any)
     assert width <= 390, f"the page scrolls sideways ({width}px)"
 
 
+async def test_a_streamed_answer_replaces_its_draft_once_even_across_a_reload(
+        chat: Any) -> None:
+    """The answer shows as it is written (a draft), and the final answer takes the draft's
+    place exactly once: on the page that watched it, and on one reloaded mid-answer, whose
+    draft is rebuilt from the task's events and then replaced."""
+    c: Chat = await chat(llm_stream=True)
+    words = " ".join(f"word{i}" for i in range(60))
+    c.harness.model.add(Reply(f"**Streamed:** {words}.", pace=0.05),
+                        Reply(f"Second: {words}.", pace=0.05))
+    await c.send("write slowly")
+    draft = c.page.locator("#log .msg.bot.draft")
+    await expect(draft).to_have_count(1)
+    await expect(draft).to_contain_text("word1")
+    await expect(c.bubbles("bot").filter(has_text="word59")).to_have_count(1)
+    await expect(draft).to_have_count(0)
+    await expect(c.bubbles("bot").filter(has_text="Streamed:").locator("strong")).to_have_count(1)
+
+    await c.send("and again")
+    await expect(draft).to_contain_text("word2")
+    await c.page.reload()  # in the middle of the second answer
+    await expect(c.bubbles("bot").filter(has_text="Second:")).to_have_count(1)
+    await expect(c.bubbles("bot").filter(has_text="word59")).to_have_count(2)
+    await expect(draft).to_have_count(0)
+    assert await c.bubbles("bot").filter(has_text="Streamed:").count() == 1
+    await c.page.reload()  # both finished: each shown once, nothing drafted
+    await expect(c.bubbles("bot").filter(has_text="word59")).to_have_count(2)
+    assert await draft.count() == 0
+    assert c.errors == []
+
+
 async def test_with_api_keys_the_page_asks_for_one_and_speaks_as_its_principal(
         chat: Any) -> None:
     key = "browser-key-0123456789abcdef"

@@ -70,8 +70,8 @@ async def test_a_slack_mention_is_answered_by_a_hub_agent_through_delegate(
 
         def working() -> bool:  # the chat shows which agent took the task, while it works
             assert h.slack is not None
-            return any("claims-validator is working on validate_claim" in c["text"]
-                       for c in h.slack.of("chat.update"))
+            return any("claims-validator is working on validate_claim" in status
+                       for _, _, status in h.slack.statuses)
 
         await h.wait_for(working)
         assert not answers(h)

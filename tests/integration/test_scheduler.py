@@ -250,7 +250,8 @@ async def test_unattended_writes_need_a_pre_approval(make_gateway: GatewayFactor
     await h.wait_for(lambda: any(p["text"] == "Saved the report."
                                  for p in top_level_posts(h, "CSALES")))
     assert "automatic numbers" in next(reports.glob("*.md")).read_text()
-    assert not any(c.get("blocks") for c in h.slack.of("chat.postMessage"))  # type: ignore[union-attr]
+    assert not any(b["type"] == "actions" for c in h.slack.of("chat.postMessage")  # type: ignore[union-attr]
+                   for b in c.get("blocks") or []), "no approval was asked for"
 
 
 async def test_creating_a_schedule_from_chat_needs_the_permission(

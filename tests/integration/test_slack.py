@@ -44,10 +44,13 @@ async def send(h: Harness, body: bytes, **kw: Any) -> Any:
 
 
 def answers(h: Harness) -> list[dict[str, Any]]:
-    """Messages carrying answers: updates of the working message and later posts."""
+    """The bot's messages a person sees that are not "working" placeholders, oldest first:
+    channel, ts, thread_ts and text (mrkdwn for a post, Markdown for a stream)."""
     assert h.slack is not None
-    return [c for c in h.slack.of("chat.update") + h.slack.of("chat.postMessage")
-            if not c.get("text", "").startswith(WORKING)]
+    shown = sorted(h.slack.everything(), key=lambda m: float(m.ts))
+    return [{"channel": m.channel, "ts": m.ts, "thread_ts": m.thread_ts, "text": m.text,
+             "streaming": m.streaming} for m in shown
+            if m.text and not m.text.startswith(WORKING)]
 
 
 async def test_url_verification_is_answered(make_gateway: GatewayFactory) -> None:
@@ -57,7 +60,7 @@ async def test_url_verification_is_answered(make_gateway: GatewayFactory) -> Non
     assert response.status == 200 and "abc123" in await response.text()
 
 
-async def test_a_mention_is_answered_in_its_thread_replacing_the_working_message(
+async def test_a_mention_is_streamed_into_its_thread_with_its_tool_steps(
         make_gateway: GatewayFactory) -> None:
     h = await make_gateway(slack=True)
     assert h.slack is not None
@@ -67,14 +70,45 @@ async def test_a_mention_is_answered_in_its_thread_replacing_the_working_message
     started = time.monotonic()
     response = await send(h, event_body(event))
     assert response.status == 200 and time.monotonic() - started < 3.0
-    await h.wait_for(lambda: len(answers(h)) == 1)
-    [working] = h.slack.of("chat.postMessage")
-    assert working["text"] == WORKING and working["thread_ts"] == event["ts"]
-    final = answers(h)[0]
-    assert final["ts"] == h.slack.of("chat.update")[0]["ts"]
-    assert final["text"] == "*Sales doubled.* See <https://example.com/r|the report>."
+    await h.wait_for(lambda: bool(h.slack.of("chat.stopStream")))
+    await h.wait_idle()
+    [start] = h.slack.of("chat.startStream")
+    assert start["thread_ts"] == event["ts"] and start["channel"] == "C9"
+    assert (start["recipient_team_id"], start["recipient_user_id"]) == ("T1", "U1")
+    assert start["task_display_mode"] == "plan", "it began with a step: shown as a plan"
+    [message] = h.slack.thread("C9", event["ts"])
+    assert not message.streaming and message.ts == start["ts"]
+    assert message.text == "**Sales doubled.** See [the report](https://example.com/r)."
+    steps = [c for c in message.chunks if c["type"] == "task_update"]
+    assert steps and {s["title"] for s in steps} == {"calc_growth_rate"}
+    assert steps[-1]["status"] == "complete"
+    assert message.tag() == {"delivery": message.tag()["delivery"], "part": 0}
+    assert [b["type"] for b in message.blocks] == ["context_actions"], "👍 / 👎 under it"
+    assert h.slack.of("chat.postMessage") == [], "one message: the stream"
+    statuses = [s for _, thread, s in h.slack.statuses if thread == event["ts"]]
+    assert statuses[0] == "is thinking…" and statuses[-1] == "", "set, then cleared"
     sent = h.model.requests[0][1]["messages"]
     assert sent[-1]["content"] == "how did sales go?", "the <@BOT> mention is stripped"
+
+
+async def test_without_streaming_a_working_message_is_replaced_by_the_answer(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(slack=True, slack_streaming=False)
+    assert h.slack is not None
+    h.model.add(Reply.call("calc_growth_rate", {"current": 2, "previous": 1}),
+                Reply("**Sales doubled.** See [the report](https://example.com/r).",
+                      delay=0.3))
+    event = mention("how did sales go?")
+    await send(h, event_body(event))
+    await h.wait_for(lambda: len(answers(h)) == 1)
+    await h.wait_idle()
+    [working] = h.slack.of("chat.postMessage")
+    assert working["text"] == WORKING and working["thread_ts"] == event["ts"]
+    assert any("calc_growth_rate" in u["text"] for u in h.slack.of("chat.update"))
+    [final] = answers(h)
+    assert final["ts"] == working["ts"]
+    assert final["text"] == "*Sales doubled.* See <https://example.com/r|the report>."
+    assert h.slack.of("chat.startStream") == []
 
 
 async def test_one_conversation_per_thread(make_gateway: GatewayFactory) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from adapters.telegram_out import WORKING
 from agent_core.models.replay import Reply
 from tests.integration.conftest import TELEGRAM_SECRET, GatewayFactory, Harness, answer_echo
 from tests.standins.telegram_api import BOT_ID, BOT_USERNAME
@@ -42,8 +43,18 @@ async def post(h: Harness, payload: Any, headers: dict[str, str] | None = None) 
 
 
 def sent(h: Harness) -> list[dict[str, Any]]:
+    """The bot's messages a person sees now, oldest first (a message edited in place, as it
+    reads now), with the parameters it was sent with; not the "working" placeholders."""
     assert h.telegram is not None
-    return h.telegram.of("sendMessage")
+    posted = {int(c["message_id"]): c for c in h.telegram.of("sendMessage")
+              if "message_id" in c}
+    shown = []
+    for m in sorted(h.telegram.messages.values(), key=lambda m: m.message_id):
+        if m.deleted or m.text.startswith(WORKING):
+            continue
+        shown.append({**posted.get(m.message_id, {}), "chat_id": m.chat_id, "text": m.text,
+                      "message_id": m.message_id})
+    return shown
 
 
 async def test_secret_token_is_required(make_gateway: GatewayFactory) -> None:

@@ -96,8 +96,7 @@ async def test_an_mcp_image_is_shared_in_the_slack_thread_before_the_answer(
     assert data.startswith(b"\x89PNG")
     methods = [m for m, _ in h.slack.calls]
     last_answer = max(i for i, (m, p) in enumerate(h.slack.calls)
-                      if m in ("chat.update", "chat.postMessage")
-                      and p.get("text") == "Here is the logo.")
+                      if "Here is the logo." in (p.get("text"), p.get("markdown_text")))
     assert methods.index("files.completeUploadExternal") < last_answer
 
 
