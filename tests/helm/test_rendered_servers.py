@@ -329,8 +329,10 @@ async def _client(url: str, creds: str | None, identity: str, errors: list[str])
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc).lower())
 
+    # A login refused is an error to wait for, not a reason to reconnect; a slow machine
+    # gets time to answer (nats-py's default is two seconds).
     return await nats_py.connect(url, user_credentials=creds, inbox_prefix=inbox_prefix(
-        identity), error_cb=on_error, allow_reconnect=False)
+        identity), error_cb=on_error, allow_reconnect=False, connect_timeout=15)
 
 
 async def _until(check: Callable[[], bool]) -> None:
@@ -427,7 +429,7 @@ async def test_the_schemas_job_publishes_the_schemas_as_the_schema_admin(
     creds.write_text(mounted_files(docs, "rel-hermes-gateway", chart_nats["yours"])[
         "/etc/hermes/secrets/chart"]["nats.creds"])
     nc = await nats_py.connect(f"nats://127.0.0.1:{port}", user_credentials=str(creds),
-                               inbox_prefix=inbox_prefix("hub"))
+                               inbox_prefix=inbox_prefix("hub"), connect_timeout=15)
     try:
         bucket = await nc.jetstream().key_value(BUCKET)
         assert "task_request" in await bucket.keys()
