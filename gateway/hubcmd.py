@@ -34,10 +34,24 @@ def add_commands(sub: Any) -> None:
                           "workflows: the kept workflows; load <file.yaml>: keep its "
                           "definitions; runs: the latest runs; show <run id>: one run; "
                           "cancel <run id>; credentials --agent ID: issue an agent's NATS "
-                          "credentials (the embedded server) or print its permissions; "
+                          "credentials (the embedded server) or print its permissions, or "
+                          "with --kubernetes every identity's into Secrets (the Helm "
+                          "chart's issuer Job); "
                           "schemas: publish the built-in HMP schemas (as the schema admin)")
     hub.add_argument("target", nargs="?", help="for replay, load, show and cancel")
     hub.add_argument("--agent", help="for credentials: the agent's id")
+    # The Helm chart's issuer Job (gateway/chartcreds.py): credentials into Secrets.
+    hub.add_argument("--kubernetes", metavar="DIR", type=Path,
+                     help="for credentials: issue into Kubernetes Secrets, as the service "
+                          "account whose token, ca.crt and namespace DIR holds")
+    hub.add_argument("--authority", metavar="SECRET",
+                     help="with --kubernetes: the Secret keeping the operator and account keys")
+    hub.add_argument("--accounts", metavar="SECRET",
+                     help="with --kubernetes: the Secret for the server's accounts.conf")
+    hub.add_argument("--issue", metavar="IDENTITY=SECRET", action="append", default=[],
+                     help="with --kubernetes: an identity's .creds into a Secret (repeat)")
+    hub.add_argument("--label", metavar="KEY=VALUE", action="append", default=[],
+                     help="with --kubernetes: a label of the Secrets it makes (repeat)")
     hub.set_defaults(handler=cmd_hub)
     agent = sub.add_parser("agent", help="run a TaskLoop agent on the hub")
     agent.add_argument("--id", required=True, help="the agent's id (copies share one)")
@@ -61,6 +75,11 @@ def cmd_hub(args: argparse.Namespace, settings: GatewaySettings) -> int:
                           + ("a file" if args.action == "load" else "a run id" if args.action
                              in ("show", "cancel") else "a correlation id or a run id"))
     if args.action == "credentials":
+        if args.kubernetes:
+            return asyncio.run(_into_secrets(args))
+        if args.authority or args.accounts or args.issue or args.label:
+            raise ConfigError("--authority, --accounts, --issue and --label go with "
+                              "--kubernetes")
         return _credentials(settings, args.agent)
     if args.action == "schemas":
         return asyncio.run(_schemas(settings))
@@ -124,6 +143,24 @@ def _credentials(settings: GatewaySettings, agent_id: str | None) -> int:
     _console(stderr=True).print(f"credentials of agent [bold]{agent_id}[/] issued (0600): "
                                 "`hermes-gateway agent --id` on this data directory uses "
                                 "them; elsewhere, give them as NATS_CREDS_FILE")
+    return 0
+
+
+async def _into_secrets(args: argparse.Namespace) -> int:
+    """The chart's issuer Job: keys, the server's accounts and each identity's .creds in
+    Kubernetes Secrets (gateway/chartcreds.py)."""
+    from .chartcreds import Grant, SecretsAPI, issue_into_secrets
+
+    if args.agent or not (args.authority and args.accounts and args.issue):
+        raise ConfigError("--kubernetes needs --authority, --accounts and at least one "
+                          "--issue IDENTITY=SECRET (and no --agent)")
+    grants = [Grant.parse(each) for each in args.issue]
+    labels = dict(each.partition("=")[::2] for each in args.label)
+    async with SecretsAPI(args.kubernetes) as api:
+        for line in await issue_into_secrets(api, authority=args.authority,
+                                             accounts=args.accounts, grants=grants,
+                                             labels=labels):
+            print(line)
     return 0
 
 

@@ -1,13 +1,15 @@
-"""The embedded server's identities: an operator, one account with JetStream (and the
-system account), and a user per identity, as signed JWTs and ``.creds`` files.
+"""The hub's identities on a server of its own: an operator, one account with JetStream
+(and the system account), and a user per identity, as signed JWTs and ``.creds`` files.
 
 nats-server in operator mode with the memory resolver accepts any user whose JWT the
 account's key signed, with the subject permissions that JWT carries (``identity``), so
-issuing a user needs no change to the server. The keys are kept under
-``<data dir>/nats/auth`` and the credentials under ``<data dir>/nats/creds/<identity>.creds``
-(directories 0700, files 0600). No maintained Python library issues NATS JWTs (nats-jwt
-0.2 says it is untested and pins pytz<2025; nats-nsc pins nkeys 0.1), and the format is
-small: a header, the claims and the issuer's ed25519 signature, base64url each.
+issuing a user needs no change to the server. ``Keys`` signs, wherever its seeds are kept:
+the embedded server's ``Authority`` keeps them under ``<data dir>/nats/auth`` and the
+credentials under ``<data dir>/nats/creds/<identity>.creds`` (directories 0700, files
+0600); the Helm chart's issuer keeps them in Kubernetes Secrets (``gateway.chartcreds``).
+No maintained Python library issues NATS JWTs (nats-jwt 0.2 says it is untested and pins
+pytz<2025; nats-nsc pins nkeys 0.1), and the format is small: a header, the claims and the
+issuer's ed25519 signature, base64url each.
 """
 
 from __future__ import annotations
@@ -95,45 +97,111 @@ def write_private(path: Path, text: str) -> None:
     partial.replace(path)
 
 
+def _token_of(creds: str) -> str:
+    """The user JWT of a ``.creds`` file's text (ValueError when it has none)."""
+    try:
+        return creds.split("-----BEGIN NATS USER JWT-----")[1].split(maxsplit=1)[0]
+    except IndexError:
+        raise ValueError("no user JWT") from None
+
+
+class Keys:
+    """An operator, the account every identity of the hub belongs to and the system
+    account, from their seeds: the server's configuration and the users they sign, wherever
+    the seeds are kept (a directory for the embedded server, Secrets for the chart)."""
+
+    NAMES = tuple(_PREFIXES)
+
+    def __init__(self, seeds: dict[str, bytes]) -> None:
+        self.operator, self.account, self.system = (
+            nkeys.from_seed(bytearray(seeds[name])) for name in self.NAMES)
+
+    @staticmethod
+    def new_seed(name: str) -> bytes:
+        """A new seed for the key ``name`` (one of NAMES)."""
+        return keypair(_PREFIXES[name])[0]
+
+    def server_config(self) -> list[str]:
+        """The lines of nats.conf that put the server in operator mode with this account
+        (and the system account) preloaded in its memory resolver."""
+        op, acct, sys_ = (k.public_key.decode()
+                          for k in (self.operator, self.account, self.system))
+        return [
+            f"operator: {jwt(self.operator, op, 'hermes', {'type': 'operator', 'version': 2})}",
+            f"system_account: {sys_}",
+            "resolver: MEMORY",
+            "resolver_preload: {",
+            f"  {acct}: " + jwt(self.operator, acct, "hermes", {
+                "limits": {**_ACCOUNT_LIMITS, **_JETSTREAM}, "type": "account",
+                "version": 2}),
+            f"  {sys_}: " + jwt(self.operator, sys_, "SYS", {
+                "limits": _ACCOUNT_LIMITS, "type": "account", "version": 2}),
+            "}",
+        ]
+
+    def configures(self, config: str) -> bool:
+        """Whether ``config`` (lines of ``server_config``) names these keys: its operator
+        JWT this operator's, its accounts these (made again only when they are not)."""
+        lines = config.splitlines()
+        operator = next((line.split(":", 1)[1].strip() for line in lines
+                         if line.startswith("operator:")), "")
+        try:
+            subject = claims_of(operator).get("sub")
+        except (IndexError, ValueError):
+            return False
+        return subject == self.operator.public_key.decode() and all(
+            f"  {k.public_key.decode()}: " in config for k in (self.account, self.system))
+
+    def issue(self, identity: str) -> str:
+        """A new ``.creds`` file's text for ``identity``: a new user key, signed by the
+        account with ``identity``'s permissions (``identity.permissions``)."""
+        seed, user = keypair(nkeys.PREFIX_BYTE_USER)
+        token = jwt(self.account, user.public_key.decode(), identity,
+                    user_claims(permissions(identity)))
+        return creds_text(token, seed)
+
+    def signed(self, creds: str, identity: str) -> bool:
+        """Whether ``creds`` (a ``.creds`` file's text) is ``identity``'s, signed by this
+        account with the permissions ``identity`` has now."""
+        try:
+            claims = claims_of(_token_of(creds))
+        except ValueError:
+            return False
+        return claims.get("iss") == self.account.public_key.decode() and \
+            claims.get("name") == identity and \
+            claims.get("nats") == user_claims(permissions(identity))
+
+
 class Authority:
-    """The operator and account keys of one embedded server, and the users they issue."""
+    """The keys of one embedded server, kept in ``<directory>/auth``, and the users they
+    issue, kept in ``<directory>/creds``."""
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.keys = directory / "auth"
         self.creds_dir = directory / "creds"
 
-    def _key(self, name: str) -> nkeys.KeyPair:
+    def _seed(self, name: str) -> bytes:
         path = self.keys / f"{name}.nk"
         try:
-            seed = path.read_bytes().strip()
+            return path.read_bytes().strip()
         except FileNotFoundError:
-            seed, _ = keypair(_PREFIXES[name])
+            seed = Keys.new_seed(name)
             write_private(path, seed.decode())
-        return nkeys.from_seed(bytearray(seed))
+            return seed
+
+    def signer(self) -> Keys:
+        """The keys, made on first use."""
+        return Keys({name: self._seed(name) for name in Keys.NAMES})
 
     @property
     def account(self) -> nkeys.KeyPair:
         """The account every identity of the hub belongs to."""
-        return self._key("account")
+        return self.signer().account
 
     def server_config(self) -> list[str]:
-        """The lines of nats.conf that put the server in operator mode with this account
-        (and the system account) preloaded in its memory resolver."""
-        operator, account, system = self._key("operator"), self.account, self._key("system")
-        op, acct, sys_ = (k.public_key.decode() for k in (operator, account, system))
-        return [
-            f"operator: {jwt(operator, op, 'hermes', {'type': 'operator', 'version': 2})}",
-            f"system_account: {sys_}",
-            "resolver: MEMORY",
-            "resolver_preload: {",
-            f"  {acct}: " + jwt(operator, acct, "hermes", {
-                "limits": {**_ACCOUNT_LIMITS, **_JETSTREAM}, "type": "account",
-                "version": 2}),
-            f"  {sys_}: " + jwt(operator, sys_, "SYS", {
-                "limits": _ACCOUNT_LIMITS, "type": "account", "version": 2}),
-            "}",
-        ]
+        """The lines of nats.conf that put the server in operator mode (``Keys``)."""
+        return self.signer().server_config()
 
     def creds_path(self, identity: str) -> Path:
         """Where ``identity``'s credentials are kept."""
@@ -144,22 +212,16 @@ class Authority:
         (its permissions checked: ``identity.permissions``)."""
         path = self.creds_path(identity)
         try:
-            token = path.read_text().split("-----BEGIN NATS USER JWT-----")[1].split()[0]
-            current = claims_of(token)
-        except (OSError, IndexError, ValueError):
+            current = path.read_text()
+        except OSError:
             return self.issue(identity)
-        wanted = user_claims(permissions(identity))
-        if current.get("iss") != self.account.public_key.decode() or \
-                current.get("nats") != wanted:
+        if not self.signer().signed(current, identity):
             return self.issue(identity)
         return path
 
     def issue(self, identity: str) -> Path:
         """New credentials for ``identity`` (any earlier ones stay valid: the account
         signed them; a changed account key is what revokes them all)."""
-        seed, user = keypair(nkeys.PREFIX_BYTE_USER)
-        token = jwt(self.account, user.public_key.decode(), identity,
-                    user_claims(permissions(identity)))
         path = self.creds_path(identity)
-        write_private(path, creds_text(token, seed))
+        write_private(path, self.signer().issue(identity))
         return path

@@ -50,9 +50,55 @@ def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
 
 
+#: What runs pods.
+POD_KINDS = ("Deployment", "StatefulSet", "Job")
+
+
+def pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every Deployment, StatefulSet and Job, by name."""
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] in POD_KINDS}
+
+
 def containers(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    return [(d["metadata"]["name"], c) for d in docs if d["kind"] in ("Deployment", "StatefulSet")
+    return [(name, c) for name, d in pods(docs).items()
             for c in d["spec"]["template"]["spec"]["containers"]]
+
+
+ISSUER = "rel-hermes-gateway-nats-issuer"
+
+
+def issuer_args(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the bundled NATS's issuer Job is told to make: {"authority", "accounts",
+    "grants": {secret: identity}} (none without the bundled NATS)."""
+    job = by_kind(docs, "Job").get(ISSUER)
+    if job is None:
+        return {"authority": None, "accounts": None, "grants": {}}
+    args = pod_spec(job)["containers"][0]["args"]
+    assert args[:4] == ["hub", "credentials", "--kubernetes",
+                        "/var/run/secrets/hermes/kubernetes"], args
+    pairs = list(zip(args[4::2], args[5::2], strict=True))
+    grants = {}
+    for flag, value in pairs:
+        if flag == "--issue":
+            identity, secret = value.split("=", 1)
+            assert secret not in grants, f"{secret} issued twice"
+            grants[secret] = identity
+    options = dict(p for p in pairs if p[0] not in ("--issue", "--label"))
+    return {"authority": options["--authority"], "accounts": options["--accounts"],
+            "grants": grants}
+
+
+def issued(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The Secrets the issuer Job makes, as a render-only test sees them: each key with a
+    stand-in value naming what it is (tests/helm/test_rendered_servers.py runs the Job)."""
+    made = issuer_args(docs)
+    if made["authority"] is None:
+        return {}
+    return {made["authority"]: {f"{k}.nk": f"seed of the {k} ({made['authority']})"
+                                for k in ("operator", "account", "system")},
+            made["accounts"]: {"accounts.conf": "operator: <jwt>\n"},
+            **{secret: {"nats.creds": f"creds of {identity} ({secret})"}
+               for secret, identity in made["grants"].items()}}
 
 
 def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -102,12 +148,13 @@ def secret_sources(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def mounted_files(docs: list[dict[str, Any]], workload: str,
                   yours: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, str]]:
     """The secret files a workload's containers see, by mount path, as the kubelet would
-    lay them out from the rendered Secrets and ``yours`` (Secrets the values name, by name:
-    their keys and values). A Secret or key that is neither, and not optional, fails: the
-    pod would not start."""
+    lay them out from the rendered Secrets, those the issuer Job makes (``issued``) and
+    ``yours`` (Secrets the values name, or the Job's real ones, by name: their keys and
+    values). A Secret or key that is none of these, and not optional, fails: the pod would
+    not start."""
     rendered = {name: secret_data(doc) for name, doc in by_kind(docs, "Secret").items()}
-    known = {**(yours or {}), **rendered}
-    doc = (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet"))[workload]
+    known = {**issued(docs), **(yours or {}), **rendered}
+    doc = pods(docs)[workload]
     volumes = {v["name"]: v for v in pod_spec(doc).get("volumes", [])}
     files: dict[str, dict[str, str]] = {}
     for container in pod_spec(doc)["containers"]:
@@ -138,8 +185,8 @@ def readable(docs: list[dict[str, Any]], workload: str,
     """Everything a process in the workload's pods can read of its configuration: its
     environment (secret references resolved) and its mounted secret files."""
     rendered = {name: secret_data(doc) for name, doc in by_kind(docs, "Secret").items()}
-    known = {**(yours or {}), **rendered}
-    doc = (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet"))[workload]
+    known = {**issued(docs), **(yours or {}), **rendered}
+    doc = pods(docs)[workload]
     found: dict[str, str] = {}
     for container in pod_spec(doc)["containers"]:
         for ref in container.get("envFrom", []):

@@ -19,9 +19,12 @@ from .chart import (
     by_kind,
     containers,
     env_of,
+    issued,
+    issuer_args,
     mounted_files,
     pod_labels,
     pod_spec,
+    pods,
     refusal,
     render,
     run_helm,
@@ -45,8 +48,9 @@ def test_every_manifest_is_valid_and_consistent(helm: Path, variant: str) -> Non
             continue
         for version in KUBERNETES:
             kubernetes_validate.validate(doc, version, strict=True)
-    secrets = set(by_kind(docs, "Secret"))
-    workloads = by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")
+    # Secrets the chart renders, and those its issuer Job makes (Helm cannot sign them).
+    secrets = set(by_kind(docs, "Secret")) | set(issued(docs))
+    workloads = pods(docs)
     for name, container in containers(docs):
         # No setting given twice (the last would silently win).
         names = [e["name"] for e in container.get("env", [])]
@@ -58,7 +62,7 @@ def test_every_manifest_is_valid_and_consistent(helm: Path, variant: str) -> Non
         for arg in container.get("args", []):
             for ref in re.findall(r"\$\((\w+)\)", arg):
                 assert ref in names, f"{name}: an argument uses $({ref}), which is not set"
-    # Secrets the chart names are rendered, unless the values name a Secret of yours.
+    # Secrets the chart names are rendered (or issued), unless the values name yours.
     for name, doc in workloads.items():
         for source in secret_sources(doc):
             if source["name"].startswith("rel-"):
@@ -173,7 +177,8 @@ def test_the_hub_runs_on_a_bundled_nats_with_its_agents(helm: Path) -> None:
     deployments = by_kind(docs, "Deployment")
     nats = by_kind(docs, "StatefulSet")["rel-hermes-gateway-nats"]
     assert pod_spec(nats)["containers"][0]["args"] == ["--config", "/etc/nats/hermes/nats.conf"]
-    config = mounted_files(docs, "rel-hermes-gateway-nats")["/etc/nats/hermes"]["nats.conf"]
+    files = mounted_files(docs, "rel-hermes-gateway-nats")["/etc/nats/hermes"]
+    config = files["nats.conf"]
     assert re.search(r'jetstream \{\s*store_dir: "/data"\s*\}', config)
     assert nats["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     nats_image = pod_spec(nats)["containers"][0]["image"]
@@ -182,25 +187,43 @@ def test_the_hub_runs_on_a_bundled_nats_with_its_agents(helm: Path) -> None:
     from hub.server import MAX_PAYLOAD
 
     assert f"max_payload: {MAX_PAYLOAD}" in config, "room for a 2 MB context update"
-    users = {"rel-hermes-gateway": "gateway", "rel-hermes-gateway-hub": "hub",
-             "rel-hermes-gateway-agent-validator": "agent-validator",
-             "rel-hermes-gateway-agent-summarizer": "agent-summarizer"}
-    passwords = {k: v for k, v in secret_data(by_kind(docs, "Secret")[
-        "rel-hermes-gateway-nats"]).items() if k.endswith(".password")}
-    for name, user in users.items():
-        env = env_of(pod_spec(deployments[name])["containers"][0])
+    # Operator mode: the operator and accounts come from the issuer Job's Secret (Helm
+    # cannot sign JWTs); no user, password or token in the configuration.
+    made = issuer_args(docs)
+    assert 'include "accounts.conf"' in config
+    assert files["accounts.conf"] == issued(docs)[made["accounts"]]["accounts.conf"]
+    settings = [line for line in config.splitlines() if not line.lstrip().startswith("#")]
+    assert not re.search(r"(?i)authorization|password|token|users", "\n".join(settings))
+    assert list(secret_data(by_kind(docs, "Secret")["rel-hermes-gateway-nats"])) == [
+        "nats.conf"]
+    # Each workload logs in as its identity on the hub, from a .creds file of its own.
+    identities = {"rel-hermes-gateway": "hub", "rel-hermes-gateway-hub": "hub",
+                  "rel-hermes-gateway-agent-validator": "validator",
+                  "rel-hermes-gateway-agent-summarizer": "summarizer",
+                  "rel-hermes-gateway-schemas": "schema-admin"}
+    assert made["grants"] == {f"{name}-nats-creds": identity
+                              for name, identity in identities.items()}
+    for name in identities:
+        env = env_of(pod_spec(pods(docs)[name])["containers"][0])
         assert env["HERMES_HUB"]["value"] == "true", name
-        assert "NATS_URL" not in env and "NATS_TOKEN" not in env, name
-        # Each workload connects as its own user, its password in its own Secret's file.
+        assert env["NATS_URL"]["value"] == "nats://rel-hermes-gateway-nats:4222", name
+        assert env["NATS_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/nats.creds"
         chart_files = mounted_files(docs, name, {"summarizer-model-key": {}})[
             "/etc/hermes/secrets/chart"]
-        password = passwords[f"{user}.password"]
-        assert chart_files["NATS_URL"] == \
-            f"nats://{user}:{password}@rel-hermes-gateway-nats:4222", name
-        assert f'{{user: "{user}", password: "{password}"}}' in config
+        assert chart_files["nats.creds"] == issued(docs)[f"{name}-nats-creds"]["nats.creds"]
         # Only the gateway uses the store (the hub too, with HUB_RAG).
-        assert ("REDIS_URL" in chart_files) == (user == "gateway"), name
-    assert len(set(passwords.values())) == len(passwords) == len(users)
+        assert ("REDIS_URL" in chart_files) == (name == "rel-hermes-gateway"), name
+        assert "NATS_URL" not in chart_files, name
+    # The issuer runs before anything else is installed or upgraded, its service account
+    # and Role first; the schemas Job once the release is up.
+    for kind in ("ServiceAccount", "Role", "RoleBinding", "NetworkPolicy", "Job"):
+        hook = by_kind(docs, kind)["rel-hermes-gateway-nats-issuer"]["metadata"]["annotations"]
+        assert hook["helm.sh/hook"] == "pre-install,pre-upgrade", kind
+        assert int(hook["helm.sh/hook-weight"]) == (0 if kind == "Job" else -10), kind
+        assert hook["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    schemas = by_kind(docs, "Job")["rel-hermes-gateway-schemas"]
+    assert schemas["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert pod_spec(schemas)["containers"][0]["args"] == ["hub", "schemas"]
     hub = pod_spec(deployments["rel-hermes-gateway-hub"])["containers"][0]
     assert hub["args"] == ["hub", "run"]
     validator = deployments["rel-hermes-gateway-agent-validator"]
@@ -229,8 +252,8 @@ def test_every_deployment_is_scheduled_by_the_same_values(helm: Path, tmp_path: 
     values = tmp_path / "placement.yaml"
     values.write_text(yaml.safe_dump(placement))
     docs = render(helm, "-f", str(CHART / "examples" / "hub.yaml"), "-f", str(values))
-    deployments = by_kind(docs, "Deployment")
-    assert len(deployments) == 4  # the gateway, the hub and two agents
+    deployments = by_kind(docs, "Deployment") | by_kind(docs, "Job")
+    assert len(deployments) == 6  # the gateway, the hub, two agents, the NATS issuer, schemas
     for name, deployment in deployments.items():
         spec = deployment["spec"]["template"]["spec"]
         assert {k: spec.get(k) for k in placement} == placement, name
@@ -240,17 +263,27 @@ def test_an_external_nats(helm: Path) -> None:
     docs = render(helm, "-f", str(CHART / "examples" / "external-nats.yaml"))
     assert "rel-hermes-gateway-nats" not in by_kind(docs, "StatefulSet")
     assert "rel-hermes-gateway-nats" not in by_kind(docs, "Secret")
-    gateway = by_kind(docs, "Deployment")["rel-hermes-gateway"]
-    env = env_of(pod_spec(gateway)["containers"][0])
-    assert "NATS_URL" not in env and "NATS_TOKEN" not in env
-    yours = {"hermes-nats-gateway": {"nats.creds": "-----BEGIN NATS USER JWT-----..."}}
-    files = mounted_files(docs, "rel-hermes-gateway", yours)["/etc/hermes/secrets/chart"]
-    assert files["NATS_URL"].startswith("tls://nats-0.nats.internal:4222,")
-    # Its own .creds file, named by NATS_CREDS_FILE.
-    assert env["NATS_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/nats.creds"
-    assert files["nats.creds"] == yours["hermes-nats-gateway"]["nats.creds"]
+    assert issued(docs) == {} and not by_kind(docs, "Role")  # your NATS, your users
+    yours = {f"hermes-nats-{who}": {"nats.creds": f"-----BEGIN NATS USER JWT----- {who}"}
+             for who in ("gateway", "hub", "schema-admin")}
+    # Each workload (the schemas Job too) its own .creds file, named by NATS_CREDS_FILE,
+    # and the URL from its own Secret.
+    for name, who in (("rel-hermes-gateway", "gateway"), ("rel-hermes-gateway-hub", "hub"),
+                      ("rel-hermes-gateway-schemas", "schema-admin")):
+        env = env_of(pod_spec(pods(docs)[name])["containers"][0])
+        assert "NATS_URL" not in env and "NATS_TOKEN" not in env, name
+        assert env["NATS_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/nats.creds"
+        files = mounted_files(docs, name, yours)["/etc/hermes/secrets/chart"]
+        assert files["NATS_URL"].startswith("tls://nats-0.nats.internal:4222,"), name
+        assert files["nats.creds"] == yours[f"hermes-nats-{who}"]["nats.creds"], name
+    # None given for the hub: NATS_URL alone (one login: the process warns); none for the
+    # schema admin: no schemas Job (every process checks against the built-in schemas).
+    docs = render(helm, "-f", str(CHART / "examples" / "external-nats.yaml"), "--set",
+                  "externalNats.credsSecrets.hub=", "--set",
+                  "externalNats.credsSecrets.schemaAdmin=")
     hub = env_of(pod_spec(by_kind(docs, "Deployment")["rel-hermes-gateway-hub"])["containers"][0])
-    assert "NATS_CREDS_FILE" not in hub  # none given for the hub: NATS_URL alone
+    assert "NATS_CREDS_FILE" not in hub
+    assert not by_kind(docs, "Job")
 
 
 @pytest.mark.parametrize(("values", "says"), [
@@ -274,6 +307,13 @@ def test_an_external_nats(helm: Path) -> None:
     ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.agents[0].id=a", "--set",
       "hub.agents[0].capabilities={x}", "--set", "hub.agents[1].id=a", "--set",
       "hub.agents[1].capabilities={y}"], "the id \"a\" is used twice"),
+    # The hub's own identities are not agents' (an agent "hub" would be the core).
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.agents[0].id=hub",
+      "--set", "hub.agents[0].capabilities={x}"], "hub.agents[0].id \"hub\" is reserved"),
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.agents[0].id=schema-admin",
+      "--set", "hub.agents[0].capabilities={x}"], "\"schema-admin\" is reserved"),
+    ([*IMAGE, "--set", "hub.enabled=true", "--set", f"hub.agents[0].id={'a' * 58}",
+      "--set", "hub.agents[0].capabilities={x}"], "is longer than 57 characters"),
     ([*IMAGE, "--set", "persistence.enabled=true", "--set",
       "persistence.accessMode=ReadWriteOnce"], "must be ReadWriteMany"),
     ([*IMAGE, "--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=5",
@@ -298,6 +338,9 @@ def test_an_external_nats(helm: Path) -> None:
     # .creds files are for a NATS of yours; the bundled one makes its own users.
     ([*IMAGE, "--set", "hub.enabled=true", "--set", "externalNats.credsSecrets.hub=c"],
      "externalNats.credsSecrets.hub: .creds files are for a NATS of yours"),
+    ([*IMAGE, "--set", "hub.enabled=true", "--set",
+      "externalNats.credsSecrets.schemaAdmin=c"],
+     "externalNats.credsSecrets.schemaAdmin: .creds files are for a NATS of yours"),
     ([*IMAGE, "--set", "hub.enabled=true", "--set", "hub.agents[0].id=a", "--set",
       "hub.agents[0].capabilities={x}", "--set", "hub.agents[0].natsCredsSecret=c"],
      "hub.agents[0].natsCredsSecret: .creds files are for a NATS of yours"),

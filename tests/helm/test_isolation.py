@@ -16,15 +16,20 @@ import yaml
 
 from .chart import (
     IMAGE,
+    ISSUER,
     VARIANTS,
     by_kind,
     env_of,
+    issued,
+    issuer_args,
     mounted_files,
     pod_labels,
     pod_spec,
+    pods,
     readable,
     render,
     secret_data,
+    secret_sources,
 )
 from .conftest import CHART
 
@@ -65,37 +70,70 @@ def _holds(found: dict[str, str], secret: str) -> bool:
 def test_a_hub_or_agent_pod_reads_no_secret_of_the_gateway(
         helm: Path, secrets: list[str], existing: bool, rag: bool) -> None:
     """Every hub and agent pod once had every gateway secret (envFrom) plus the store's
-    password and the bus token: now one holds its own NATS user, the model's key if it
-    calls the model, and the store's URL only if it reads the store."""
+    password and the bus token: now one holds its own NATS credentials, the model's key if
+    it calls the model, and the store's URL only if it reads the store."""
     docs = render(helm, *HUB, *(["--set", "existingSecret=hermes-settings"] if existing
                                 else secrets), *(RAG if rag else []))
     hub_pods = ("rel-hermes-gateway-hub", "rel-hermes-gateway-agent-validator",
-                "rel-hermes-gateway-agent-summarizer")
+                "rel-hermes-gateway-agent-summarizer", "rel-hermes-gateway-schemas")
     # No channel token, API key or webhook secret of the gateway's, anywhere in them.
     for name in hub_pods:
         assert _leaks(readable(docs, name, YOURS), GATEWAY_ONLY) == [], name
     valkey = secret_data(by_kind(docs, "Secret")["rel-hermes-gateway-valkey"])["password"]
-    nats = {k.removesuffix(".password"): v for k, v in secret_data(
-        by_kind(docs, "Secret")["rel-hermes-gateway-nats"]).items() if k.endswith(".password")}
+    creds = {secret: data["nats.creds"] for secret, data in issued(docs).items()
+             if "nats.creds" in data}
     gateway = readable(docs, "rel-hermes-gateway", YOURS)
     # The gateway holds all it needs (so the checks below look in the right places).
-    for secret in (*GATEWAY_ONLY.values(), MODEL_KEY, valkey, nats["gateway"]):
+    for secret in (*GATEWAY_ONLY.values(), MODEL_KEY, valkey,
+                   creds["rel-hermes-gateway-nats-creds"]):
         assert _holds(gateway, secret)
     for name in hub_pods:
         found = readable(docs, name, YOURS)
-        user = name.removeprefix("rel-hermes-gateway-")
-        others = {f"the NATS password of {u}": p for u, p in nats.items() if u != user}
+        own = f"{name}-nats-creds"
+        others = {f"the NATS credentials in {s}": c for s, c in creds.items() if s != own}
         assert _leaks(found, others) == [], name
-        assert _holds(found, nats[user]), f"{name}: its own NATS user"
-        assert _holds(found, valkey) == (rag and user == "hub"), f"{name}: the store"
-        if user == "agent-summarizer":  # its own model key (its existingSecret) only
+        assert _holds(found, creds[own]), f"{name}: its own NATS credentials"
+        assert _holds(found, valkey) == (rag and name.endswith("-hub")), f"{name}: the store"
+        if name.endswith("-summarizer"):  # its own model key (its existingSecret) only
             assert _holds(found, "sk-summarizer-9") and not _holds(found, MODEL_KEY)
         else:  # the gateway's model key, when it calls the model
-            assert _holds(found, MODEL_KEY) == (user != "hub" or rag), f"{name}: the model"
+            calls = name.endswith("-validator") or (rag and name.endswith("-hub"))
+            assert _holds(found, MODEL_KEY) == calls, f"{name}: the model"
         # Nothing secret in the environment or the arguments: files only.
-        container = pod_spec(by_kind(docs, "Deployment")[name])["containers"][0]
+        container = pod_spec(pods(docs)[name])["containers"][0]
         assert "envFrom" not in container, name
         assert all("valueFrom" not in e for e in container["env"]), name
+
+
+def test_only_the_issuer_job_holds_the_keys_that_sign_the_bus_credentials(
+        helm: Path, secrets: list[str]) -> None:
+    """Whoever holds the account's key can make any identity (the core's included), so no
+    workload may read it: the issuer Job keeps it in a Secret that no pod mounts, and its
+    Role reaches the Secrets it makes and nothing else."""
+    docs = render(helm, *HUB, *secrets)
+    made = issuer_args(docs)
+    seeds = issued(docs)[made["authority"]]
+    for name in pods(docs):
+        assert _leaks(readable(docs, name, YOURS), seeds) == [], name
+        assert made["authority"] not in [s["name"] for s in secret_sources(pods(docs)[name])]
+    # The issuer itself mounts no Secret and has nothing secret in its spec: it reads and
+    # writes its own through the API.
+    assert secret_sources(by_kind(docs, "Job")[ISSUER]) == []
+    [role] = by_kind(docs, "Role").values()
+    assert role["metadata"]["name"] == ISSUER and not by_kind(docs, "ClusterRole")
+    named = {made["authority"], made["accounts"], *made["grants"]}
+    assert [{k: v for k, v in rule.items() if k != "resourceNames"}
+            for rule in role["rules"]] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+    # Reading or replacing by name only (RBAC cannot limit a create by name).
+    assert set(role["rules"][0]["resourceNames"]) == named
+    assert "resourceNames" not in role["rules"][1]
+    assert "rel-hermes-gateway" not in named and "rel-hermes-gateway-valkey" not in named
+    [binding] = by_kind(docs, "RoleBinding").values()
+    assert binding["roleRef"]["name"] == ISSUER
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ISSUER,
+                                    "namespace": "hermes"}]
 
 
 def test_no_model_keys_shared_means_no_key_of_the_gateways_secret(
@@ -109,23 +147,37 @@ def test_no_model_keys_shared_means_no_key_of_the_gateways_secret(
         docs, "rel-hermes-gateway-agent-validator")
 
 
+def _tokens(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Kubernetes API tokens a pod's volumes project."""
+    return [source["serviceAccountToken"] for volume in pod_spec(doc).get("volumes", [])
+            for source in volume.get("projected", {}).get("sources", [])
+            if "serviceAccountToken" in source]
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_no_pod_mounts_a_service_account_token(helm: Path, variant: str) -> None:
-    docs = render(helm, *VARIANTS[variant])
-    accounts = by_kind(docs, "ServiceAccount")
-    assert list(accounts) == ["rel-hermes-gateway"]
-    assert accounts["rel-hermes-gateway"]["automountServiceAccountToken"] is False
-    pods = by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")
-    assert pods
-    for name, doc in pods.items():
-        spec = pod_spec(doc)
-        assert spec["automountServiceAccountToken"] is False, name
-        assert spec["serviceAccountName"] == "rel-hermes-gateway", name
-    docs = render(helm, *VARIANTS[variant], "--set", "serviceAccount.create=false")
-    assert not by_kind(docs, "ServiceAccount")
-    for name, doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).items():
-        assert pod_spec(doc)["automountServiceAccountToken"] is False, name
-        assert pod_spec(doc)["serviceAccountName"] == "default", name
+def test_no_pod_but_the_issuer_holds_a_kubernetes_api_token(helm: Path, variant: str) -> None:
+    """No pod talks to the Kubernetes API but the bundled NATS's issuer Job, which holds a
+    token of its own service account, projected and short-lived, while it runs."""
+    for extra, account in ([], "rel-hermes-gateway"), \
+            (["--set", "serviceAccount.create=false"], "default"):
+        docs = render(helm, *VARIANTS[variant], *extra)
+        issuer = ISSUER in by_kind(docs, "Job")
+        accounts = by_kind(docs, "ServiceAccount")
+        assert sorted(accounts) == sorted([*([account] if not extra else []),
+                                           *([ISSUER] if issuer else [])])
+        for name, doc in accounts.items():
+            assert doc["automountServiceAccountToken"] is False, name
+        assert pods(docs)
+        for name, doc in pods(docs).items():
+            spec = pod_spec(doc)
+            assert spec["automountServiceAccountToken"] is False, name
+            if name == ISSUER:
+                assert spec["serviceAccountName"] == ISSUER
+                [token] = _tokens(doc)
+                assert token["expirationSeconds"] <= 600
+            else:
+                assert spec["serviceAccountName"] == account, name
+                assert _tokens(doc) == [], name
 
 
 def _expand(arg: str, env: dict[str, str]) -> str:
@@ -140,13 +192,14 @@ def test_no_credential_is_an_argument_or_an_environment_value(
     listing, and with the settings in every process's environment (/proc/<pid>/environ)."""
     docs = render(helm, *HUB, *secrets)
     generated = {f"{k} of {name}": v for name, doc in by_kind(docs, "Secret").items()
-                 if name in ("rel-hermes-gateway-valkey", "rel-hermes-gateway-nats")
-                 for k, v in secret_data(doc).items() if k in ("password", "token")
-                 or k.endswith(".password")}
-    assert generated
+                 if name == "rel-hermes-gateway-valkey"
+                 for k, v in secret_data(doc).items() if k == "password"}
+    generated |= {f"{k} of {name}": v for name, data in issued(docs).items()
+                  for k, v in data.items()}
+    assert len(generated) > 5
     secrets_ = {**generated, **GATEWAY_ONLY, "model": MODEL_KEY}
     leaks = []
-    for name, doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).items():
+    for name, doc in pods(docs).items():
         found = readable(docs, name, YOURS)  # the environment with its references resolved
         for container in pod_spec(doc)["containers"]:
             env = {e["name"]: found[e["name"]] for e in container.get("env", [])}
@@ -184,7 +237,7 @@ def _pod(docs: list[dict[str, Any]], component: str) -> Peer:
     """A pod of this release, by its component ("stranger": another workload's pod)."""
     if component == "stranger":
         return {"labels": {"app": "something-else"}}
-    for doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).values():
+    for doc in pods(docs).values():
         if pod_labels(doc).get("app.kubernetes.io/component") == component:
             return {"labels": pod_labels(doc)}
     raise AssertionError(f"no {component} pod")
@@ -249,9 +302,9 @@ METADATA = {"ip": "169.254.169.254"}  # the cloud's instance metadata
 
 
 def test_a_network_policy_is_on_by_default_and_allows_only_each_workloads_job(
-        helm: Path) -> None:
+        helm: Path, tmp_path: Path) -> None:
     docs = render(helm, *HUB)
-    for name, doc in (by_kind(docs, "Deployment") | by_kind(docs, "StatefulSet")).items():
+    for name, doc in pods(docs).items():
         chosen = _policies(docs, pod_labels(doc))
         assert len(chosen) == 1, f"{name}: {[p['metadata']['name'] for p in chosen]}"
         assert sorted(chosen[0]["spec"]["policyTypes"]) == ["Egress", "Ingress"], name
@@ -290,6 +343,35 @@ def test_a_network_policy_is_on_by_default_and_allows_only_each_workloads_job(
     for server in ("valkey", "nats"):
         assert not _allowed_out(docs, server, INTERNET, 443), server
         assert not _allowed_out(docs, server, stranger, 80), server
+    # The Jobs: the schema admin's reaches NATS only; the issuer the Kubernetes API only
+    # (ports 443 and 6443, wherever the API server is); neither takes a connection.
+    schemas, issuer = _pod(docs, "schemas"), _pod(docs, "nats-issuer")
+    assert _allowed_in(docs, "nats", schemas, 4222)
+    assert not _allowed_in(docs, "nats", issuer, 4222)
+    for component in ("schemas", "nats-issuer"):
+        assert not _allowed_in(docs, component, gateway, 8080), component
+        assert _allowed_out(docs, component, {"ip": "10.96.0.10"}, 53, "UDP"), component
+        assert not _allowed_out(docs, component, _pod(docs, "valkey"), 6379), component
+        assert not _allowed_out(docs, component, METADATA, 80), component
+    assert _allowed_out(docs, "schemas", _pod(docs, "nats"), 4222)
+    assert not _allowed_out(docs, "schemas", INTERNET, 443)
+    assert not _allowed_out(docs, "schemas", CLUSTER, 443)
+    assert not _allowed_out(docs, "nats-issuer", _pod(docs, "nats"), 4222)
+    assert _allowed_out(docs, "nats-issuer", CLUSTER, 443)
+    assert _allowed_out(docs, "nats-issuer", CLUSTER, 6443)
+    # networkPolicy.apiServer.to narrows it to the API server's address.
+    narrowed = render(helm, *HUB, "-f", str(_values(tmp_path, {"networkPolicy": {
+        "apiServer": {"ports": [6443], "to": [{"ipBlock": {"cidr": "10.0.4.2/32"}}]}}})))
+    assert _allowed_out(narrowed, "nats-issuer", CLUSTER, 6443)
+    assert not _allowed_out(narrowed, "nats-issuer", CLUSTER, 443)
+    assert not _allowed_out(narrowed, "nats-issuer", {"ip": "10.0.4.3"}, 6443)
+    assert not _allowed_out(narrowed, "nats-issuer", INTERNET, 6443)
+
+
+def _values(directory: Path, values: dict[str, Any]) -> Path:
+    path = directory / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
 
 
 def test_a_hub_that_calls_a_model_reaches_out_and_the_internet_can_be_closed(

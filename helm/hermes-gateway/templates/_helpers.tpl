@@ -44,12 +44,15 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{/* The chart's hermes-gateway workloads and what each one needs, as JSON {"items": [...]}:
-     name (its Deployment), component, user (its NATS user), store (reaches the store),
-     model (gets the model's keys of the gateway's Secret: hub.sharedSecretKeys),
-     settingsSecret (a Secret mounted whole: the gateway's own, an agent's existingSecret),
-     natsCreds (a Secret of yours holding its nats.creds), internet (egress outside the
-     cluster), env (its own settings), chartCreds (the chart renders <name>-creds for it),
-     chartDir / settingsDir (the directories of HERMES_SECRETS_DIR it mounts). */}}
+     name (its Deployment, or the schemas Job), component, user (its identity on the hub:
+     "hub" for the gateway and the hub's services, the agent's id, "schema-admin"), store
+     (reaches the store), model (gets the model's keys of the gateway's Secret:
+     hub.sharedSecretKeys), settingsSecret (a Secret mounted whole: the gateway's own, an
+     agent's existingSecret), natsCreds (the Secret whose key nats.creds is its NATS
+     credentials: the issuer Job's <name>-nats-creds with the bundled NATS, else one of
+     yours), internet (egress outside the cluster), env (its own settings), chartCreds (the
+     chart renders <name>-creds for it), chartDir / settingsDir (the directories of
+     HERMES_SECRETS_DIR it mounts). */}}
 {{- define "hermes.workloads" -}}
 {{- include "hermes.validate" . -}}
 {{- $v := .Values -}}
@@ -58,7 +61,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $own := ternary (include "hermes.secretName" .) "" (not (empty (or $v.existingSecret $v.secrets))) -}}
 {{- $creds := $v.externalNats.credsSecrets | default dict -}}
 {{- $internet := $v.networkPolicy.egress.internet -}}
-{{- $items := list (dict "name" $full "component" "gateway" "user" "gateway" "store" $store
+{{- $items := list (dict "name" $full "component" "gateway" "user" "hub" "store" $store
       "model" false "settingsSecret" $own "natsCreds" ($creds.gateway | default "")
       "internet" $internet "env" dict) -}}
 {{- if $v.hub.enabled -}}
@@ -72,16 +75,25 @@ app.kubernetes.io/component: {{ index . 1 }}
       "env" ($v.hub.env | default dict)) -}}
 {{- range $agent := $v.hub.agents -}}
 {{- $items = append $items (dict "name" (printf "%s-agent-%s" $full $agent.id)
-      "component" (printf "agent-%s" $agent.id) "user" (printf "agent-%s" $agent.id)
+      "component" (printf "agent-%s" $agent.id) "user" $agent.id
       "store" false "model" (empty $agent.existingSecret)
       "settingsSecret" ($agent.existingSecret | default "")
       "natsCreds" ($agent.natsCredsSecret | default "") "internet" $internet
       "env" ($agent.env | default dict)) -}}
 {{- end -}}
+{{/* The Job that publishes the built-in HMP schemas, as the schema admin. */}}
+{{- if or $v.nats.enabled $creds.schemaAdmin -}}
+{{- $items = append $items (dict "name" (printf "%s-schemas" $full) "component" "schemas"
+      "user" "schema-admin" "store" false "model" false "settingsSecret" ""
+      "natsCreds" ($creds.schemaAdmin | default "") "internet" false "env" dict) -}}
+{{- end -}}
 {{- end -}}
 {{- $out := list -}}
 {{- range $w := $items -}}
-{{- $chartCreds := or (and $w.store (or $v.valkey.enabled $v.externalRedis.url)) $v.hub.enabled -}}
+{{- if and $v.hub.enabled $v.nats.enabled -}}
+{{- $_ := set $w "natsCreds" (printf "%s-nats-creds" $w.name) -}}
+{{- end -}}
+{{- $chartCreds := or (and $w.store (or $v.valkey.enabled $v.externalRedis.url)) (and $v.hub.enabled (not $v.nats.enabled)) -}}
 {{- $model := and $w.model $own (not (empty $v.hub.sharedSecretKeys)) -}}
 {{- $out = append $out (merge (dict "chartCreds" (not (empty $chartCreds))
       "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds)))
@@ -114,7 +126,13 @@ app.kubernetes.io/component: {{ index . 1 }}
 - name: HERMES_SECRETS_DIR
   value: {{ join ":" . | quote }}
 {{- end }}
+{{- if and $root.Values.hub.enabled $root.Values.nats.enabled }}
+# The bundled NATS (no credential in the URL: the .creds file below is the login).
+- name: NATS_URL
+  value: {{ printf "nats://%s-nats:4222" (include "hermes.fullname" $root) | quote }}
+{{- end }}
 {{- if $w.natsCreds }}
+# This workload's own identity on the hub (a user JWT and its nkey seed).
 - name: NATS_CREDS_FILE
   value: /etc/hermes/secrets/chart/nats.creds
 {{- end }}
@@ -277,7 +295,7 @@ capabilities:
 {{- range $k, $s := ($v.externalNats.credsSecrets | default dict) -}}{{- if $s -}}{{- $named = append $named (printf "externalNats.credsSecrets.%s" $k) -}}{{- end -}}{{- end -}}
 {{- range $i, $agent := $v.hub.agents -}}{{- if $agent.natsCredsSecret -}}{{- $named = append $named (printf "hub.agents[%d].natsCredsSecret" $i) -}}{{- end -}}{{- end -}}
 {{- with $named -}}
-{{- fail (printf "%s: .creds files are for a NATS of yours (externalNats, nats.enabled=false); the bundled NATS gives each workload its own user and password itself" (join ", " .)) -}}
+{{- fail (printf "%s: .creds files are for a NATS of yours (externalNats, nats.enabled=false); with the bundled NATS the chart's issuer Job issues each workload's own" (join ", " .)) -}}
 {{- end -}}
 {{- end -}}
 {{- if not $v.podSecurityContext.fsGroup -}}
@@ -321,6 +339,12 @@ capabilities:
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $agent.id) -}}
 {{- fail (printf "hub.agents[%d].id %q: use lower-case letters, digits and '-' (it names a Deployment)" $i $agent.id) -}}
 {{- end -}}
+{{- if has $agent.id (list "hub" "schema-admin") -}}
+{{- fail (printf "hub.agents[%d].id %q is reserved: it is an identity of the hub's own (its core, the schema admin)" $i $agent.id) -}}
+{{- end -}}
+{{- if gt (len $agent.id) 57 -}}
+{{- fail (printf "hub.agents[%d].id %q is longer than 57 characters (it names its pods' label agent-<id>, at most 63)" $i $agent.id) -}}
+{{- end -}}
 {{- if hasKey $ids $agent.id -}}
 {{- fail (printf "hub.agents: the id %q is used twice (copies of one agent: set its replicas)" $agent.id) -}}
 {{- end -}}
@@ -348,4 +372,12 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* The annotations of the issuer's hook resources: (weight). Made again at each install
+     and upgrade, gone once it succeeded. */}}
+{{- define "hermes.issuerHook" -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
