@@ -67,6 +67,8 @@ class OpenAIToolCall(_Shape):
 class OpenAIMessage(_Shape):
     content: str | list[OpenAIPart] | None = None
     tool_calls: list[OpenAIToolCall] | None = None
+    #: The model's refusal (OpenAI: content is null then); what the person is told.
+    refusal: str | None = None
 
     @property
     def text(self) -> str:
@@ -105,11 +107,18 @@ class AnthropicUsage(_Tokens):
     output_tokens: int | None = None
 
 
+class AnthropicStopDetails(_Shape):
+    """Why a refusal stopped the turn (stop_details: type refusal, category, explanation)."""
+
+    explanation: str | None = None
+
+
 class AnthropicMessage(_Shape):
     content: list[AnthropicBlock]
     usage: AnthropicUsage | None = None
     model: Any = None
     stop_reason: Any = None
+    stop_details: AnthropicStopDetails | None = None
 
 
 # --- Ollama /api/chat --------------------------------------------------------------------------
@@ -151,6 +160,7 @@ class OpenAIDeltaCall(_Shape):
 class OpenAIDelta(_Shape):
     content: str | None = None
     tool_calls: list[OpenAIDeltaCall] | None = None
+    refusal: str | None = None
 
 
 class OpenAIChunkChoice(_Shape):
@@ -164,6 +174,8 @@ class OpenAIChunk(_Shape):
     choices: list[OpenAIChunkChoice] | None = None
     usage: OpenAIUsage | None = None
     model: Any = None
+    #: An error inside the stream (OpenAI, OpenRouter: a chunk holding ``error``).
+    error: Any = None
 
 
 class AnthropicStreamBlock(_Shape):
@@ -176,7 +188,10 @@ class AnthropicStreamDelta(_Shape):
     type: str | None = None
     text: str = ""
     partial_json: str = ""
+    thinking: str = ""
+    signature: str = ""
     stop_reason: Any = None
+    stop_details: AnthropicStopDetails | None = None
 
 
 class AnthropicStreamMessage(_Shape):

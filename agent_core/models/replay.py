@@ -3,7 +3,9 @@ answering from a script.
 
 It lets the real adapters run over real HTTP with no API key: the test suite scripts
 replies and failures with it, ``hermes-gateway demo`` replays a recorded session through it,
-and the load benchmark uses its ``responder`` with a fixed latency.
+and the load benchmark uses its ``responder`` with a fixed latency. ``Reply`` is rendered in
+the shape of the API asked (refusals and endings included); ``Verbatim`` replays a
+provider's recorded answer byte for byte, error events and all.
 """
 
 from __future__ import annotations
@@ -21,16 +23,41 @@ from aiohttp import web
 
 from ..ids import new_id
 
+#: A scripted turn's ending, in each API's own words: (OpenAI, Anthropic, Ollama).
+STOPS: dict[str, tuple[str, str, str]] = {
+    "length": ("length", "max_tokens", "length"),
+    "content_filter": ("content_filter", "end_turn", "stop"),
+    "refusal": ("stop", "refusal", "stop"),
+    "paused": ("stop", "pause_turn", "stop"),
+    "stop_sequence": ("stop", "stop_sequence", "stop"),
+}
+
 
 @dataclass(slots=True)
 class Reply:
-    """A successful model turn: text and/or tool calls."""
+    """A successful model turn: text and/or tool calls.
+
+    ``refusal``: the model refuses (OpenAI's ``refusal`` field with content null,
+    Anthropic's stop_reason refusal with the text as its explanation). ``stop``: a key of
+    STOPS, the turn's ending in each API's words; with "length" the last tool call's
+    arguments are cut in half, as an output cut at the token limit would be."""
 
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     prompt_tokens: int = 20
     completion_tokens: int = 10
     delay: float = 0.0
+    refusal: str = ""
+    stop: str | None = None
+
+    def stop_for(self, api: int, calls: bool) -> str:
+        """The finish reason of this turn in API ``api`` (0 OpenAI, 1 Anthropic, 2 Ollama)."""
+        if self.stop is not None:
+            return STOPS[self.stop][api]
+        if self.refusal:
+            return STOPS["refusal"][api]
+        return ("tool_calls", "tool_use", "stop")[api] if calls else \
+            ("stop", "end_turn", "stop")[api]
 
     @classmethod
     def call(cls, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
@@ -73,7 +100,21 @@ class RawStream:
     delay: float = 0.0
 
 
-Item = Reply | Failure | Raw | RawStream
+@dataclass(slots=True)
+class Verbatim:
+    """A provider's answer replayed byte for byte: a recorded body or SSE stream (error
+    events included), with its status and headers, written ``chunk`` bytes at a time
+    (None: at once) so that events split across reads are replayed too."""
+
+    body: str | bytes
+    status: int = 200
+    content_type: str = "text/event-stream"
+    headers: dict[str, str] = field(default_factory=dict)
+    chunk: int | None = None
+    delay: float = 0.0
+
+
+Item = Reply | Failure | Raw | RawStream | Verbatim
 Responder = Callable[[str, dict[str, Any]], Item]
 
 
@@ -151,6 +192,21 @@ class ReplayModelServer:
             self.model_seconds += time.perf_counter() - started
         return item, body
 
+    async def _given(self, request: web.Request, item: Failure | Raw | RawStream | Verbatim,
+                     content_type: str) -> web.StreamResponse:
+        """The answer of an item that is not a Reply."""
+        if isinstance(item, Failure):
+            return self._failure(item)
+        if isinstance(item, Raw):
+            return web.Response(text=item.body, content_type="application/json")
+        if isinstance(item, RawStream):
+            return await _stream(request, item.lines, content_type)
+        data = item.body.encode() if isinstance(item.body, str) else item.body
+        size = item.chunk or len(data) or 1
+        pieces = [data[i:i + size] for i in range(0, len(data), size)]
+        return await _stream(request, pieces, item.content_type, status=item.status,
+                             headers=item.headers)
+
     def _failure(self, item: Failure) -> web.Response:
         body = item.body if isinstance(item.body, str) else json.dumps(
             item.body if item.body is not None else {"error": {"message": "scripted failure"}})
@@ -159,32 +215,34 @@ class ReplayModelServer:
 
     async def _openai(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
-        if isinstance(item, Failure):
-            return self._failure(item)
-        if isinstance(item, Raw):
-            return web.Response(text=item.body, content_type="application/json")
-        if isinstance(item, RawStream):
-            return await _stream(request, item.lines, "text/event-stream")
+        if not isinstance(item, Reply):
+            return await self._given(request, item, "text/event-stream")
         model = body.get("model", "replay")
         calls: list[dict[str, Any]] = [
             {"id": f"call_{new_id(10)}", "type": "function",
              "function": {"name": c["name"], "arguments": _args_text(c["arguments"])}}
             for c in item.tool_calls]
+        if calls and item.stop == "length":
+            args = calls[-1]["function"]["arguments"]
+            calls[-1]["function"]["arguments"] = args[:len(args) // 2]
+        finish = item.stop_for(0, bool(calls))
         usage = {"prompt_tokens": item.prompt_tokens,
                  "completion_tokens": item.completion_tokens,
                  "total_tokens": item.prompt_tokens + item.completion_tokens}
         if not body.get("stream"):
-            message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
+            message: dict[str, Any] = {"role": "assistant", "content": item.text or None,
+                                       "refusal": item.refusal or None}
             if calls:
                 message["tool_calls"] = calls
             return web.json_response({
                 "id": "chatcmpl-replay", "object": "chat.completion", "model": model,
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": usage})
         chunks: list[dict[str, Any]] = []
         for piece in _pieces(item.text, self.chunk_size):
             chunks.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
+        for piece in _pieces(item.refusal, self.chunk_size):
+            chunks.append({"choices": [{"index": 0, "delta": {"refusal": piece}}]})
         for index, call in enumerate(calls):
             args = call["function"]["arguments"]
             chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [{
@@ -193,8 +251,7 @@ class ReplayModelServer:
             for piece in _pieces(args, self.chunk_size):
                 chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [{
                     "index": index, "function": {"arguments": piece}}]}}]})
-        chunks.append({"choices": [{"index": 0, "delta": {},
-                                    "finish_reason": "tool_calls" if calls else "stop"}]})
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         chunks.append({"choices": [], "usage": usage})
         lines = [f"data: {json.dumps({'model': model, **c})}\n\n" for c in chunks]
         lines.append("data: [DONE]\n\n")
@@ -202,26 +259,23 @@ class ReplayModelServer:
 
     async def _anthropic(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
-        if isinstance(item, Failure):
-            return self._failure(item)
-        if isinstance(item, Raw):
-            return web.Response(text=item.body, content_type="application/json")
-        if isinstance(item, RawStream):
-            return await _stream(request, item.lines, "text/event-stream")
+        if not isinstance(item, Reply):
+            return await self._given(request, item, "text/event-stream")
         model = body.get("model", "replay")
         blocks: list[dict[str, Any]] = []
-        if item.text:
+        if item.text and not item.refusal:
             blocks.append({"type": "text", "text": item.text})
         for c in item.tool_calls:
             args = c["arguments"] if isinstance(c["arguments"], dict) else json.loads(
                 c["arguments"])
             blocks.append({"type": "tool_use", "id": f"toolu_{new_id(10)}",
                            "name": c["name"], "input": args})
-        stop = "tool_use" if item.tool_calls else "end_turn"
+        stop = item.stop_for(1, bool(item.tool_calls))
+        details = {"type": "refusal", "explanation": item.refusal} if item.refusal else None
         if not body.get("stream"):
             return web.json_response({
                 "id": "msg_replay", "type": "message", "role": "assistant", "model": model,
-                "content": blocks, "stop_reason": stop,
+                "content": blocks, "stop_reason": stop, "stop_details": details,
                 "usage": {"input_tokens": item.prompt_tokens,
                           "output_tokens": item.completion_tokens}})
         events: list[tuple[str, dict[str, Any]]] = [("message_start", {
@@ -243,14 +297,18 @@ class ReplayModelServer:
                     "type": "content_block_start", "index": index,
                     "content_block": {"type": "tool_use", "id": block["id"],
                                       "name": block["name"], "input": {}}}))
-                for piece in _pieces(json.dumps(block["input"]), self.chunk_size):
+                args = json.dumps(block["input"])
+                if item.stop == "length" and block is blocks[-1]:
+                    args = args[:len(args) // 2]
+                for piece in _pieces(args, self.chunk_size):
                     events.append(("content_block_delta", {
                         "type": "content_block_delta", "index": index,
                         "delta": {"type": "input_json_delta", "partial_json": piece}}))
             events.append(("content_block_stop", {"type": "content_block_stop",
                                                   "index": index}))
         events.append(("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": stop},
+                                         "delta": {"stop_reason": stop,
+                                                   "stop_details": details},
                                          "usage": {"output_tokens": item.completion_tokens}}))
         events.append(("message_stop", {"type": "message_stop"}))
         lines = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
@@ -268,16 +326,12 @@ class ReplayModelServer:
 
     async def _ollama(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
-        if isinstance(item, Failure):
-            return self._failure(item)
-        if isinstance(item, Raw):
-            return web.Response(text=item.body, content_type="application/json")
-        if isinstance(item, RawStream):
-            return await _stream(request, item.lines, "application/x-ndjson")
+        if not isinstance(item, Reply):
+            return await self._given(request, item, "application/x-ndjson")
         model = body.get("model", "replay")
         calls = [{"function": {"name": c["name"], "arguments": c["arguments"] if isinstance(
             c["arguments"], dict) else json.loads(c["arguments"])}} for c in item.tool_calls]
-        final = {"model": model, "done": True, "done_reason": "stop",
+        final = {"model": model, "done": True, "done_reason": item.stop_for(2, bool(calls)),
                  "prompt_eval_count": item.prompt_tokens, "eval_count": item.completion_tokens}
         if not body.get("stream", True):
             message: dict[str, Any] = {"role": "assistant", "content": item.text}
@@ -312,11 +366,13 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] if text else []
 
 
-async def _stream(request: web.Request, lines: list[str], content_type: str
+async def _stream(request: web.Request, lines: list[str] | list[bytes], content_type: str, *,
+                  status: int = 200, headers: dict[str, str] | None = None
                   ) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": content_type})
+    response = web.StreamResponse(status=status,
+                                  headers={**(headers or {}), "Content-Type": content_type})
     await response.prepare(request)
     for line in lines:
-        await response.write(line.encode())
+        await response.write(line.encode() if isinstance(line, str) else line)
     await response.write_eof()
     return response
