@@ -358,3 +358,21 @@ def test_serve_refuses_a_port_already_taken_before_anything_starts(
     assert "gateway ready" not in done.stderr + done.stdout
     assert not (tmp_path / "valkey").exists(), "no store was started for a gateway that " \
                                                "cannot serve"
+
+
+def test_a_port_whose_last_connections_wait_out_time_wait_is_free(tmp_path: Path) -> None:
+    """A gateway stopped a moment ago leaves its closed connections in TIME_WAIT; the port
+    is still free to serve on at once (as asyncio's own bind with SO_REUSEADDR sees it)."""
+    from gateway.processes import check_port_free
+
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server closes first: its side waits in TIME_WAIT
+        client.recv(1)
+        client.close()
+    check_port_free("127.0.0.1", port)
