@@ -166,7 +166,10 @@ def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
     """The loop ``serve`` runs on: uvloop's (libuv, in C) unless asked for asyncio's or
     uvloop is missing. Accepting connections and moving bytes is most of what the gateway
     does per request besides its own work; uvloop does it for ~12% less of the gateway's
-    CPU under a burst here."""
+    CPU under a burst here. On Python 3.12+ aiohttp starts each connection's and each
+    request's handler task eagerly itself; an eager task factory for every other task
+    measured no better (docs/footprint.md, "Python versions"), so the loop keeps the
+    default one."""
     if choice != "asyncio":
         try:
             import uvloop
