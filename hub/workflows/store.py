@@ -19,6 +19,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from nats.js.api import KeyValueConfig, StorageType
@@ -140,6 +141,8 @@ class WorkflowStore:
         self._latest: dict[str, int] = {}
         self._following: asyncio.Task[None] | None = None
         self._watcher: Any = None
+        #: Called (with ``follow``) when a workflow's newest version changes.
+        self.changed: Callable[[], None] | None = None
 
     async def definitions(self) -> KeyValue:
         """The definitions bucket, created on first use."""
@@ -273,6 +276,8 @@ class WorkflowStore:
                 workflow_id = entry.key.rpartition(".")[0]
                 with contextlib.suppress(ValueError):
                     self._latest[workflow_id] = int(entry.value or b"0")
+                if ready.is_set() and self.changed is not None:
+                    self.changed()
             ready.set()
 
         self._following = asyncio.create_task(keep(), name="workflow versions")
@@ -302,10 +307,16 @@ class WorkflowStore:
             return 0
 
     async def latest(self) -> list[Workflow]:
-        """The newest version of every workflow."""
+        """The newest version of every workflow. Following (``follow``), from the versions
+        the watch keeps and the versions this process read before: no listing of the
+        bucket, and no request for a version already read; else from the bucket's keys."""
+        if self._following is not None and not self._following.done():
+            newest = sorted((w, v) for w, v in self._latest.items() if v)
+        else:
+            newest = [(w, versions[-1]) for w, versions in (await self.versions()).items()]
         found = []
-        for workflow_id, versions in (await self.versions()).items():
-            workflow = await self.get(workflow_id, versions[-1])
+        for workflow_id, version in newest:
+            workflow = await self.get(workflow_id, version)
             if workflow is not None:
                 found.append(workflow)
         return found

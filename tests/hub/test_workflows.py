@@ -498,3 +498,34 @@ async def test_the_workflows_file_is_kept_at_start_and_a_bad_one_refused_naming_
         await ExecutorService(hub.bus, files=[bad]).start()
     assert "bad.yaml" in str(refused.value) and "step 'a'" in str(refused.value)
     assert "no step of this workflow" in str(refused.value)
+
+
+async def test_refreshing_the_capabilities_lists_no_keys_and_reads_a_version_once(
+        hub: Hub) -> None:
+    """The executor refreshes its capabilities every few seconds: from the versions its
+    store follows, never a listing of the definitions bucket (a stream-info request
+    carrying every key), and a version it read before is not asked for again."""
+    await hub.store.put({"workflow_id": unique("quiet"), "capability": unique("cap_a").replace("-", "_"),
+                         "steps": [{"id": "a", "capability": "some_part"}]})
+    executor, _ = await hub.executor(unique("executor"))
+    await executor.refresh()  # every kept version read once
+    asked: list[str] = []
+
+    async def seen(msg: Any) -> None:
+        asked.append(msg.subject)
+
+    watcher = await hub.make_bus()
+    subscription = await watcher.nc.subscribe("$JS.API.>", cb=seen)
+    await watcher.nc.flush()
+    for _ in range(3):
+        await executor.refresh()
+    await watcher.nc.flush()
+    await subscription.unsubscribe()
+    assert [s for s in asked if "HMP_WORKFLOWS" in s] == []
+    # A version kept meanwhile is offered without waiting for the next periodic refresh.
+    later = unique("cap_b").replace("-", "_")
+    await hub.store.put({"workflow_id": unique("later"), "capability": later,
+                         "steps": [{"id": "a", "capability": "some_part"}]})
+    async with asyncio.timeout(10):
+        while later not in executor.capabilities:
+            await asyncio.sleep(0.02)
