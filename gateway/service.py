@@ -143,7 +143,7 @@ class Gateway:
         mcp = await start_mcp(runtime)
         if mcp is not None:
             stack.push_async_callback(mcp.aclose)
-        stack.push_async_callback(_quietly, runtime.model.aclose)
+        stack.push_async_callback(_quietly, runtime.close_models)
         stack.push_async_callback(_quietly, runtime.bus.drain)
         queue = WorkQueue(store.redis, settings.redis_prefix,
                           lease=settings.hermes_lease_seconds, blocking=opened.blocking,
@@ -175,8 +175,10 @@ class Gateway:
             settings, ingest=router.ingest,
             interact=Interactions(approvals=approvals, router=router, store=store), into=named)
         for channel in list(channels.by_name.values()):
-            await channel.start()
+            # Stopped even when its start fails half way (Telegram's bot opens its HTTP
+            # sessions before getMe answers): nothing is left open at exit.
             stack.push_async_callback(_quietly, channel.stop)
+            await channel.start()
 
         outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,

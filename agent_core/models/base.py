@@ -72,6 +72,7 @@ Stop = Literal["end", "tool_calls", "length", "refusal", "content_filter", "paus
 
 _STOPS: dict[str, Stop] = {
     "stop": "end", "end_turn": "end", "stop_sequence": "end", "eos": "end",
+    "eos_token": "end",  # Hugging Face TGI
     # Ollama answers "load" / "unload" for a request that only (un)loaded the model.
     "load": "end", "unload": "end",
     "tool_calls": "tool_calls", "tool_use": "tool_calls", "function_call": "tool_calls",

@@ -141,8 +141,7 @@ class WorkflowStore:
         self._latest: dict[str, int] = {}
         self._following: asyncio.Task[None] | None = None
         self._watcher: Any = None
-        #: Called (with ``follow``) when a workflow's newest version changes.
-        self.changed: Callable[[], None] | None = None
+        self.changed: Callable[[], None] | None = None  # follow: a newest version changed
 
     async def definitions(self) -> KeyValue:
         """The definitions bucket, created on first use."""
@@ -307,19 +306,13 @@ class WorkflowStore:
             return 0
 
     async def latest(self) -> list[Workflow]:
-        """The newest version of every workflow. Following (``follow``), from the versions
-        the watch keeps and the versions this process read before: no listing of the
-        bucket, and no request for a version already read; else from the bucket's keys."""
-        if self._following is not None and not self._following.done():
-            newest = sorted((w, v) for w, v in self._latest.items() if v)
-        else:
-            newest = [(w, versions[-1]) for w, versions in (await self.versions()).items()]
-        found = []
-        for workflow_id, version in newest:
-            workflow = await self.get(workflow_id, version)
-            if workflow is not None:
-                found.append(workflow)
-        return found
+        """The newest version of every workflow: following, the versions the watch keeps,
+        each read once per process (no listing of the bucket); else from the bucket's keys."""
+        following = self._following is not None and not self._following.done()
+        newest = sorted(self._latest.items()) if following else \
+            [(w, versions[-1]) for w, versions in (await self.versions()).items()]
+        found = [await self.get(w, version) for w, version in newest if version]
+        return [workflow for workflow in found if workflow is not None]
 
     # -- runs --------------------------------------------------------------------------
 

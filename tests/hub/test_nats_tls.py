@@ -41,7 +41,7 @@ class Server:
         self.process = subprocess.Popen([str(binary_path()), "-c", str(self.config)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         async with asyncio.timeout(30):
-            while not await _answers(self.port):
+            while not await _answers(self.port, None):
                 assert self.process.poll() is None, "nats-server exited"
                 await asyncio.sleep(0.05)
 

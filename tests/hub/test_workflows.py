@@ -505,7 +505,8 @@ async def test_refreshing_the_capabilities_lists_no_keys_and_reads_a_version_onc
     """The executor refreshes its capabilities every few seconds: from the versions its
     store follows, never a listing of the definitions bucket (a stream-info request
     carrying every key), and a version it read before is not asked for again."""
-    await hub.store.put({"workflow_id": unique("quiet"), "capability": unique("cap_a").replace("-", "_"),
+    first = unique("cap_a").replace("-", "_")
+    await hub.store.put({"workflow_id": unique("quiet"), "capability": first,
                          "steps": [{"id": "a", "capability": "some_part"}]})
     executor, _ = await hub.executor(unique("executor"))
     await executor.refresh()  # every kept version read once

@@ -376,3 +376,23 @@ def test_a_port_whose_last_connections_wait_out_time_wait_is_free(tmp_path: Path
         client.recv(1)
         client.close()
     check_port_free("127.0.0.1", port)
+
+
+def test_a_channel_that_cannot_start_leaves_no_session_open(tmp_path: Path) -> None:
+    """Telegram's bot opens its HTTP sessions, then asks getMe; when that fails the gateway
+    does not start, and the sessions it opened are closed, not reported unclosed at exit."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = closed.getsockname()[1]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+        env={**os.environ, "HERMES_DATA_DIR": str(tmp_path),
+             "TELEGRAM_BOT_TOKEN": "123456789:AAbbccddeeffgghhiijjkkllmmnnooppqqr",
+             "TELEGRAM_API_URL": f"http://127.0.0.1:{nobody}"},
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "Cannot connect to host" in done.stderr, done.stderr[-2000:]
+    assert "Unclosed client session" not in done.stderr, done.stderr[-2000:]
