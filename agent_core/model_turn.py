@@ -75,13 +75,14 @@ class ModelTurn:
           window), then ModelOutputCutOff; a plain answer cut there is given as it is
         - paused: the adapter continued it already; still paused is ModelPausedError
         """
-        limit = self.config.max_tokens
+        limit = cut_at = self.config.max_tokens
+        tools: list[str] = []
         for raised in range(MAX_RAISES + 1):
             try:
                 response = await self.call(run, max_tokens=limit)
             except ModelHTTPError as exc:
                 if raised and exc.status_code == 400:  # the raised limit is refused
-                    raise ModelOutputCutOff(limit // 2, []) from exc
+                    raise ModelOutputCutOff(cut_at, tools) from exc
                 raise
             match response.stop:
                 case "end" | "tool_calls":
@@ -112,7 +113,7 @@ class ModelTurn:
                     run.emit(EventType.MODEL_RETRY, {
                         "reason": "output cut at the token limit", "max_tokens": bigger,
                         "attempt": raised + 1, "tools": tools})
-                    limit = bigger
+                    cut_at, limit = limit, bigger
                 case unknown:
                     assert_never(unknown)
         raise AssertionError("unreachable")  # the last pass returns or raises

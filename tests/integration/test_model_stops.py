@@ -122,6 +122,7 @@ async def test_a_raised_limit_the_provider_refuses_ends_the_same_way(
     loop, _ = make_loop([make_file], stream=True, max_tokens=500)
     result = await loop.run(request())
     assert result.outcome == "failed" and "cut off at its output limit" in result.text
+    assert result.error == "the model's output was cut at 500 tokens inside 'GetWeatherArgs'"
     assert len(model_server.requests) == 2 and RAN == []
 
 
