@@ -21,6 +21,7 @@ from agent_core.datadir import PRIVATE_UMASK
 from agent_core.ids import new_id
 from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
+from agent_core.redaction import redact
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
 from agent_core.settings import ModelSpec, command_name, missing_model_message
@@ -62,8 +63,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HermesError, OSError, ValueError) as exc:
         if args.debug:
             raise
-        print(f"hermes-gateway: {exc}", file=sys.stderr)
+        print(f"hermes-gateway: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a library's error: one line, secrets masked (--debug: all)
+        if args.debug:
+            raise
+        print(f"hermes-gateway: {type(exc).__name__}: {redact(str(exc))} (--debug shows "
+              "where)", file=sys.stderr)
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:

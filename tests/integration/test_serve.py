@@ -396,3 +396,26 @@ def test_a_channel_that_cannot_start_leaves_no_session_open(tmp_path: Path) -> N
     assert done.returncode != 0
     assert "Cannot connect to host" in done.stderr, done.stderr[-2000:]
     assert "Unclosed client session" not in done.stderr, done.stderr[-2000:]
+
+
+async def test_a_telegram_token_refused_at_start_is_named_never_printed(tmp_path: Path) -> None:
+    """Telegram answers getMe 401 for a wrong token; python-telegram-bot's error quotes the
+    token, and serve used to print it in a traceback. It says which setting to check."""
+    from tests.standins.telegram_api import TelegramAPI
+
+    api = TelegramAPI("987654321:the-token-the-stand-in-knows-0123456789")
+    await api.start()
+    token = "123456789:AAbbccddeeffgghhiijjkkllmmnnooppqqr"
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "gateway.cli", "serve", "--port",
+                             str(free_port())],
+            env={**os.environ, "HERMES_DATA_DIR": str(tmp_path), "TELEGRAM_BOT_TOKEN": token,
+                 "TELEGRAM_API_URL": api.url},
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        await api.stop()
+    assert done.returncode == 2
+    assert "Telegram refused TELEGRAM_BOT_TOKEN" in done.stderr, done.stderr[-2000:]
+    assert "AAbbccddeeffgghhiijjkkllmmnnooppqqr" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
