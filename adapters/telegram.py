@@ -29,9 +29,16 @@ from typing import Any
 from aiohttp import web
 from telegram import Bot, Update
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TimedOut,
+)
 
-from agent_core import StoreUnavailableError
+from agent_core import ConfigError, StoreUnavailableError
 
 from .base import (
     Attachment,
@@ -99,7 +106,11 @@ class TelegramChannel(TelegramOutbound, LiveChannel):
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        await self.bot.initialize()  # getMe: the bot's id and username
+        try:
+            await self.bot.initialize()  # getMe: the bot's id and username
+        except InvalidToken:  # its message quotes the token
+            raise ConfigError("Telegram refused TELEGRAM_BOT_TOKEN (getMe answered 401): "
+                              "check the token, or TELEGRAM_API_URL") from None
 
     async def stop(self) -> None:
         for task in self._typing.values():

@@ -10,11 +10,15 @@ One root, three families kept apart::
     │   │   ├── ModelAuthError           401/403: the key is wrong or lacks access
     │   │   ├── ModelUnreachableError    connection refused, DNS, TLS
     │   │   ├── ModelTimeoutError        no answer in time (after retries)
-    │   │   ├── ModelHTTPError           other HTTP failure (status_code, body, retry_after)
-    │   │   │   ├── ModelRateLimitError      429 after the backoff budget
-    │   │   │   └── ModelQuotaError          out of credit / billing
+    │   │   ├── ModelHTTPError           an error the provider answered (status_code, body,
+    │   │   │   │                        retry_after, retryable), over HTTP or inside a 200
+    │   │   │   │                        stream (in_stream: the status its type stands for)
+    │   │   │   ├── ModelRateLimitError      a rate limit, after the backoff budget
+    │   │   │   └── ModelQuotaError          out of credit / quota (not retried)
     │   │   ├── ContextLengthError       the prompt is longer than the model accepts
-    │   │   └── ModelResponseError       a 2xx whose body is not what the API promises
+    │   │   ├── ModelResponseError       a 2xx whose body is not what the API promises
+    │   │   └── ModelPausedError         the provider kept pausing the turn (pause_turn)
+    │   ├── ModelOutputCutOff        a tool call cut at the output limit, even a raised one
     │   ├── AgentLoopLimitError      AGENT_MAX_ROUND reached without an answer
     │   ├── AgentDeadlineError       the overall task deadline passed
     │   ├── TooManyInvalidDecisions  K consecutive unusable model outputs
@@ -108,7 +112,9 @@ class ModelTimeoutError(ModelError):
 
 
 class ModelHTTPError(ModelError):
-    """The model endpoint answered with an HTTP error."""
+    """The model endpoint answered with an error: an HTTP status, or an error event inside
+    a 200 stream (``in_stream``; ``status_code`` is then the status its type stands for,
+    e.g. 529 for Anthropic's overloaded_error)."""
 
     def __init__(
         self,
@@ -118,6 +124,8 @@ class ModelHTTPError(ModelError):
         url: str = "",
         retry_after: float | None = None,
         message: str | None = None,
+        retryable: bool | None = None,
+        in_stream: bool = False,
     ) -> None:
         super().__init__(message or f"model endpoint {url!r} answered HTTP {status_code}: "
                          f"{body[:300]}")
@@ -125,14 +133,29 @@ class ModelHTTPError(ModelError):
         self.body = body
         self.url = url
         self.retry_after = retry_after
+        #: Whether the same call may succeed when sent again (a server error, a timeout).
+        self.retryable = (status_code >= 500 or status_code == 408) if retryable is None \
+            else retryable
+        self.in_stream = in_stream
 
 
 class ModelRateLimitError(ModelHTTPError):
-    """429 persisted through the backoff budget."""
+    """A rate limit (429, or a rate-limit error in a stream), through the backoff budget."""
+
+    def __init__(self, status_code: int, body: str, **kw: Any) -> None:
+        kw.setdefault("retryable", True)
+        super().__init__(status_code, body, **kw)
 
 
 class ModelQuotaError(ModelHTTPError):
-    """The account is out of credit or over its quota."""
+    """The account is out of credit or over its quota: waiting does not help."""
+
+    user_message = ("The model provider reports the account is out of credit or quota; "
+                    "an operator should check the provider account.")
+
+    def __init__(self, status_code: int, body: str, **kw: Any) -> None:
+        kw["retryable"] = False
+        super().__init__(status_code, body, **kw)
 
 
 class ContextLengthError(ModelError):
@@ -143,6 +166,33 @@ class ContextLengthError(ModelError):
 
 class ModelResponseError(ModelError):
     """A successful HTTP response whose body does not follow the provider's format."""
+
+
+class ModelPausedError(ModelError):
+    """The provider paused the turn (Anthropic's pause_turn: its server tools' loop hit its
+    limit) and was still paused after the adapter sent it back ``times`` times."""
+
+    user_message = "The model paused its answer and did not finish it; please try again."
+
+    def __init__(self, provider: str, times: int) -> None:
+        super().__init__(f"{provider!r} still paused its turn after {times} continuations")
+        self.provider = provider
+        self.times = times
+
+
+class ModelOutputCutOff(RuntimeFailure):
+    """The model's output was cut at its token limit in the middle of a tool call, and again
+    when asked with a raised limit (or the limit could not be raised)."""
+
+    def __init__(self, max_tokens: int, tools: list[str]) -> None:
+        named = ", ".join(repr(t) for t in tools) or "a tool call"
+        super().__init__(
+            f"the model's output was cut at {max_tokens} tokens inside {named}",
+            user_message="The model's reply was cut off at its output limit in the middle "
+            "of a tool call, so nothing was run. Try a smaller request, or ask an operator to "
+            "raise LLM_MAX_TOKENS.")
+        self.max_tokens = max_tokens
+        self.tools = tools
 
 
 class AgentLoopLimitError(RuntimeFailure):

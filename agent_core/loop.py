@@ -262,10 +262,7 @@ class TaskLoop:
             if self.config.replan_every and state.round > 1 and \
                     (state.round - 1) % self.config.replan_every == 0:
                 await self.model_turn.replan(run, "periodic")
-            response = await self.model_turn.call(run)
-            decisions = await self.parser.parse_with_repair(
-                response, self.model_turn.repairer(run) if self.config.repair_with_model
-                else None)
+            response, decisions = await self.model_turn.decide(run, self.parser)
             for d in decisions:
                 run.emit(EventType.PLANNER_DECISION, _decision_payload(d))
 

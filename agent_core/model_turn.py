@@ -3,7 +3,9 @@
 The context is the system message (instructions, the pinned plan, how much is archived,
 the tools) and the conversation's window, within the token budget; a prompt the model
 refuses as too long is shrunk once and sent again. The call is timed and its tokens
-counted into the task's report.
+counted into the task's report. ``decide`` reads how the turn ended (``ModelResponse.stop``)
+and gives each ending its own path: a refusal is the answer, a tool call cut at the token
+limit is asked for again with a raised limit, never run with guessed arguments.
 
 Every model call of a task (its turns, a replan, a repair) goes through ``ask``: with a
 ``Budget``, its worst case (the prompt as counted plus max_tokens) is reserved first, and
@@ -18,18 +20,27 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from . import tracing
 from .attachments.view import shows_images, with_images, without_images
 from .budget.base import Budget, Charge, Hold
 from .context.tokens import TokenCounter
 from .context.window import WindowPolicy, fit
-from .errors import BudgetExceeded, ContextLengthError, ModelHTTPError, RuntimeFailure
+from .decisions import AgentDecision
+from .errors import (
+    BudgetExceeded,
+    ContextLengthError,
+    ModelHTTPError,
+    ModelOutputCutOff,
+    ModelPausedError,
+    RuntimeFailure,
+)
 from .events import EventType
 from .journal import Journal
 from .messages import Message
 from .models.base import ModelAdapter, ModelRequest, ModelResponse, Usage
+from .parser import DecisionParser
 from .prompt import REPAIR_PROMPT, system_message
 from .replanner import Replanner
 from .run import LoopConfig, Run
@@ -39,6 +50,14 @@ log = logging.getLogger(__name__)
 
 #: What a task that was sent files has read, for the egress rule (as a private tool would).
 SENT_FILES = "sent files"
+#: The answer when the model refused without saying anything (Anthropic's refusal stop
+#: may come with no text and no explanation).
+REFUSED = "The model declined to answer this request."
+#: The answer when the provider's content filter withheld the output.
+FILTERED = "The model provider's content filter withheld this answer."
+#: How many times a turn whose tool call was cut at the output limit is asked for again,
+#: each time with twice the limit.
+MAX_RAISES = 2
 
 
 class ModelTurn:
@@ -68,29 +87,85 @@ class ModelTurn:
         #: Model calls of this runtime under way now (the console's "in flight").
         self.in_flight = 0
 
-    async def call(self, run: Run) -> ModelResponse:
+    async def decide(self, run: Run, parser: DecisionParser
+                     ) -> tuple[ModelResponse, list[AgentDecision]]:
+        """The model's turn and what it decides. Every way a turn ends has its path:
+
+        - end, tool_calls: parsed (``parser``; repaired by the model when so configured)
+        - refusal: the refusal is the answer, marked (``report.refusal``, rule "refusal")
+        - content_filter: the person is told the provider withheld the answer
+        - length: a tool call cut at the limit is never run nor repaired: the model is
+          asked again with twice the limit (at most ``MAX_RAISES`` times, within the context
+          window), then ModelOutputCutOff; a plain answer cut there is given as it is
+        - paused: the adapter continued it already; still paused is ModelPausedError
+        """
+        limit = cut_at = self.config.max_tokens
+        tools: list[str] = []
+        for raised in range(MAX_RAISES + 1):
+            try:
+                response = await self.call(run, max_tokens=limit)
+            except ModelHTTPError as exc:
+                if raised and exc.status_code == 400:  # the raised limit is refused
+                    raise ModelOutputCutOff(cut_at, tools) from exc
+                raise
+            match response.stop:
+                case "end" | "tool_calls":
+                    repair = self.repairer(run) if self.config.repair_with_model else None
+                    return response, await parser.parse_with_repair(response, repair)
+                case "refusal":
+                    run.report.refusal = "refusal"
+                    return response, [AgentDecision(
+                        type="final_answer", content=response.text.strip() or REFUSED,
+                        rule="refusal")]
+                case "content_filter":
+                    run.report.refusal = "content_filter"
+                    return response, [AgentDecision(type="final_answer", content=FILTERED,
+                                                    rule="content_filter")]
+                case "paused":
+                    raise ModelPausedError(self.model.name, 0)
+                case "length":
+                    decisions = parser.parse(response)  # never repaired: it would guess
+                    if not response.tool_calls and all(d.type != "invalid"
+                                                       for d in decisions):
+                        return response, decisions  # an answer cut short, given as it is
+                    tools = [c.name for c in response.tool_calls]
+                    bigger = min(limit * 2, self.config.context_tokens - run.prompt_tokens)
+                    if raised == MAX_RAISES or bigger <= limit:
+                        raise ModelOutputCutOff(limit, tools)
+                    log.warning("the model's output was cut at %d tokens inside a tool call; "
+                                "asking again with %d", limit, bigger)
+                    run.emit(EventType.MODEL_RETRY, {
+                        "reason": "output cut at the token limit", "max_tokens": bigger,
+                        "attempt": raised + 1, "tools": tools})
+                    cut_at, limit = limit, bigger
+                case unknown:
+                    assert_never(unknown)
+        raise AssertionError("unreachable")  # the last pass returns or raises
+
+    async def call(self, run: Run, *, max_tokens: int | None = None) -> ModelResponse:
         """The model's reply to the run's context as it is now."""
         messages = await self.context(run, shrink=False)
         try:
-            response = await self.complete_seeing(run, messages)
+            response = await self.complete_seeing(run, messages, max_tokens=max_tokens)
         except ContextLengthError:
             log.warning("context too long for the model; shrinking once and retrying")
             messages = await self.context(run, shrink=True)
-            response = await self.complete_seeing(run, messages)
+            response = await self.complete_seeing(run, messages, max_tokens=max_tokens)
         await self.journal.settle(run)  # nothing acts on an answer to messages not yet stored
         return response
 
-    async def complete_seeing(self, run: Run, messages: list[Message]) -> ModelResponse:
+    async def complete_seeing(self, run: Run, messages: list[Message], *,
+                              max_tokens: int | None = None) -> ModelResponse:
         """``complete``, with the images people sent shown to a model that sees them. With
         LLM_VISION=auto, a model that refuses an image (a 4xx naming images) is called
         again without them, and from then on is not shown any."""
         if not self.sees_images:
-            return await self.complete(run, without_images(messages))
+            return await self.complete(run, without_images(messages), max_tokens=max_tokens)
         shown = await with_images(messages)
         if not shows_images(shown):
-            return await self.complete(run, shown)
+            return await self.complete(run, shown, max_tokens=max_tokens)
         try:
-            return await self.complete(run, shown)
+            return await self.complete(run, shown, max_tokens=max_tokens)
         except ModelHTTPError as exc:
             if self.config.vision != "auto" or not 400 <= exc.status_code < 500 \
                     or exc.status_code == 429 or "image" not in exc.body.lower():
@@ -98,13 +173,14 @@ class ModelTurn:
             log.warning("the model refused an image (HTTP %d); LLM_VISION=auto goes on "
                         "without images", exc.status_code)
             self.sees_images = False
-            return await self.complete(run, without_images(messages))
+            return await self.complete(run, without_images(messages), max_tokens=max_tokens)
 
-    async def complete(self, run: Run, messages: list[Message]) -> ModelResponse:
+    async def complete(self, run: Run, messages: list[Message], *,
+                       max_tokens: int | None = None) -> ModelResponse:
         """One timed call, counted into the run's report."""
         request = ModelRequest(
             messages=messages, tools=self.tool_specs, temperature=self.config.temperature,
-            max_tokens=self.config.max_tokens, stream=self.config.stream,
+            max_tokens=max_tokens or self.config.max_tokens, stream=self.config.stream,
             on_event=_ModelEvents(run),
         )
         # The prompt's tokens as counted: the system message and the window.
@@ -225,6 +301,7 @@ class ModelTurn:
                       if m.id in run.ephemeral else m for m in window]
             run.ephemeral.clear()
         used = run.system_tokens + sum(m.tokens for m in window)
+        run.prompt_tokens = used
         payload = {"tokens": used, "budget": budget, "messages": len(window) + 1,
                    "archived": snap.archived, "shrunk": shrink}
         run.emit(EventType.CONTEXT_UPDATED, payload)

@@ -32,6 +32,9 @@ class TaskReport:
     invalid_decisions: int = 0
     outcome: TaskStatus = "running"
     error: str | None = None
+    #: Set when the answer is not the model's own: "refusal" (the model refused; its
+    #: refusal is the answer) or "content_filter" (the provider's filter withheld it).
+    refusal: str | None = None
 
     @property
     def tool_calls(self) -> int:
@@ -60,7 +63,7 @@ class TaskReport:
             "tools": {name: {"calls": s.calls, "errors": s.errors, "seconds": s.seconds}
                       for name, s in self.tools.items()},
             "invalid_decisions": self.invalid_decisions, "outcome": self.outcome,
-            "error": self.error,
+            "error": self.error, "refusal": self.refusal,
         }
         data["tool_calls"] = self.tool_calls
         data["tool_time"] = round(self.tool_time, 6)

@@ -90,6 +90,8 @@ class Run:
     #: Tool outputs shown to the model once and not kept (context_policy "drop").
     ephemeral: dict[str, str] = field(default_factory=dict)
     system_tokens: int = 1_500
+    #: Tokens of the last prompt sent (system message and window, as counted).
+    prompt_tokens: int = 0
     #: Messages that end the task, stored together with its final state (one round trip).
     closing: list[Message] = field(default_factory=list)
     #: The conversation as read back by the last append, for the next model call (None

@@ -55,10 +55,14 @@ class Runtime:
         if self.mcp is not None:
             await self.mcp.aclose()
         await self.bus.drain()
+        await self.close_models()
+        await self.store.aclose()
+
+    async def close_models(self) -> None:
+        """Close the connections of the model and of the context summariser's model."""
         await self.model.aclose()
         if isinstance(self.loop.compressor, ModelSummariser):
             await self.loop.compressor.model.aclose()
-        await self.store.aclose()
 
 
 async def start_mcp(runtime: Runtime) -> McpServers | None:

@@ -268,15 +268,17 @@ async def floor(conversations: int, port: int) -> None:
         server.wait(10)
 
 
-async def sync_runs(session: aiohttp.ClientSession, base: str, runs: int) -> list[float]:
+async def sync_runs(session: aiohttp.ClientSession, base: str, runs: int, token: str
+                    ) -> list[float]:
     """Seconds each of ``runs`` synchronous POST /agent/run calls (one after another, on a
-    quiet gateway, each its own conversation) took beyond the model time its task
-    measured."""
+    quiet gateway, each its own conversation, with the gateway's local token) took beyond
+    the model time its task measured."""
     added = []
+    headers = {"Authorization": f"Bearer {token}"}
     for i in range(runs):
         body = {"conversation_id": f"sync-{i}", "user_id": "bench", "text": f"sync {i}"}
         started = time.perf_counter()
-        async with session.post(f"{base}/agent/run", json=body) as r:
+        async with session.post(f"{base}/agent/run", json=body, headers=headers) as r:
             view = await r.json()
         elapsed = time.perf_counter() - started
         assert r.status == 200 and view["text"] == f"answer to: sync {i}", view
@@ -323,6 +325,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
            "LLM_MAX_RETRIES": "0", "AGENT_REPLAN_EVERY": "0", "LOG_LEVEL": "WARNING",
            "HERMES_WORKERS": str(workers),
            "HERMES_WEBHOOK_SECRETS": json.dumps({"load": SECRET}),
+           # The answers go back to this process's receiver, on loopback.
+           "HERMES_WEBHOOK_CALLBACK_HOSTS": "127.0.0.1",
            "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "REDIS_URL": ""}
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get(
         "BENCH_PROFILE") else []
@@ -379,13 +383,17 @@ async def main(conversations: int, messages: int, latency: float, port: int,
             cpu_used = sum(gateway_cpu(g.pid) for g in gateways) - cpu_before
             await asyncio.sleep(1.0)  # let any duplicate arrive before counting
 
+            # The API takes the gateway's local token (made at its first start).
+            token = (data / "local-token").read_text().strip()
+
             async def report(task_id: str, text: str) -> None:
-                async with session.get(f"{bases[0]}/agent/tasks/{task_id}") as r:
+                async with session.get(f"{bases[0]}/agent/tasks/{task_id}",
+                                       headers={"Authorization": f"Bearer {token}"}) as r:
                     view = await r.json()
                 model_time[text] = view["report"]["model_time"]
 
             await asyncio.gather(*(report(t, text) for t, text in by_task.items()))
-            sync_added = await sync_runs(session, bases[0], sync) if sync else []
+            sync_added = await sync_runs(session, bases[0], sync, token) if sync else []
     finally:
         for gateway in reversed(gateways):
             gateway.terminate()

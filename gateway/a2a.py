@@ -352,7 +352,7 @@ class A2AEdge:
                     await self.gateway.parts.queue.signal(state.conversation_id, "stop",
                                                           state.task_id)
             elif self.gateway.parts.workflows is not None:  # a run started by this task
-                from hub.workflows.store import run_id_of
+                from hub.workflows.runs import run_id_of
 
                 await self.gateway.parts.workflows.cancel(
                     run_id_of(self._sender_of(record), record.hmp_task_id))

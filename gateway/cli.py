@@ -21,6 +21,7 @@ from agent_core.datadir import PRIVATE_UMASK
 from agent_core.ids import new_id
 from agent_core.lean import skip_httpx_cli
 from agent_core.log import configure_logging
+from agent_core.redaction import redact
 from agent_core.redaction import register as register_secrets
 from agent_core.reporters import ConsoleReporter, JsonLinesReporter
 from agent_core.settings import ModelSpec, command_name, missing_model_message
@@ -62,8 +63,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HermesError, OSError, ValueError) as exc:
         if args.debug:
             raise
-        print(f"hermes-gateway: {exc}", file=sys.stderr)
+        print(f"hermes-gateway: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a library's error: one line, secrets masked (--debug: all)
+        if args.debug:
+            raise
+        print(f"hermes-gateway: {type(exc).__name__}: {redact(str(exc))} (--debug shows "
+              "where)", file=sys.stderr)
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -166,7 +173,10 @@ def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
     """The loop ``serve`` runs on: uvloop's (libuv, in C) unless asked for asyncio's or
     uvloop is missing. Accepting connections and moving bytes is most of what the gateway
     does per request besides its own work; uvloop does it for ~12% less of the gateway's
-    CPU under a burst here."""
+    CPU under a burst here. On Python 3.12+ aiohttp starts each connection's and each
+    request's handler task eagerly itself; an eager task factory for every other task
+    measured no better (docs/footprint.md, "Python versions"), so the loop keeps the
+    default one."""
     if choice != "asyncio":
         try:
             import uvloop

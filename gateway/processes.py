@@ -141,6 +141,9 @@ def check_port_free(host: str, port: int) -> None:
     would silently take a share of the traffic."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server's own socket is (asyncio sets SO_REUSEADDR): connections of a
+        # gateway just stopped, waiting out TIME_WAIT, do not hold the port; a listener does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:

@@ -178,7 +178,7 @@ class Gateway:
         mcp = await start_mcp(runtime)
         if mcp is not None:
             stack.push_async_callback(mcp.aclose)
-        stack.push_async_callback(quietly, runtime.model.aclose)
+        stack.push_async_callback(quietly, runtime.close_models)
         stack.push_async_callback(quietly, runtime.bus.drain)
         queue = WorkQueue(store.redis, settings.redis_prefix,
                           lease=settings.hermes_lease_seconds, blocking=opened.blocking,
@@ -223,8 +223,10 @@ class Gateway:
                                                     counted=self.metrics.rated),
                                   edits=edits), into=named)
         for channel in list(channels.by_name.values()):
-            await channel.start()
+            # Stopped even when its start fails half way (Telegram's bot opens its HTTP
+            # sessions before getMe answers): nothing is left open at exit.
             stack.push_async_callback(quietly, channel.stop)
+            await channel.start()
 
         outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
         live = LiveReplies(book=book, deliverer=deliverer)

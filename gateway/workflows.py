@@ -142,7 +142,7 @@ class WorkflowTasks:
 
     async def _stopped(self, state: TaskState, request: Any) -> None:
         """/stop: the run is cancelled, the task ends "cancelled"."""
-        from hub.workflows.store import run_id_of
+        from hub.workflows.runs import run_id_of
 
         with contextlib.suppress(Exception):
             await self.workflows.cancel(run_id_of(request.sender_id, request.task_id))

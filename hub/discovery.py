@@ -140,10 +140,12 @@ class Discovery:
             await self.bus.nc.subscribe(DISCOVERY, queue="discovery", cb=self._on_query)]
 
     async def stop(self) -> None:
-        """Stop listening."""
+        """Stop listening: drained, so the server routes no further query here once this
+        returns and a query already routed here is still answered (unsubscribing alone
+        left one that raced the UNSUB unanswered: its caller waited out its timeout)."""
         for subscription in self._subscriptions:
             with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+                await subscription.drain()
 
     async def _on_heartbeat(self, msg: Msg) -> None:
         sender = msg.subject.split(".", 1)[1]  # the identity the server let publish here

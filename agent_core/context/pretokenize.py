@@ -13,8 +13,11 @@ A gateway counting tokens then carries no ``regex`` (its library and the compile
 pattern, ~1.3 MB resident), and the split itself is quicker (~4.0 against ~7.4 ms for 24 KB
 of prose here).
 
-``ODD`` holds for the Unicode version of the Python and the ``regex`` release in ``FOR``;
-with others every split goes through ``regex``. ``python -m
+``ODD`` holds for the Unicode version of the Python and the ``regex`` release in ``FOR``,
+and covers the later Unicode versions in ``ALSO`` (Python 3.12's and 3.13's): their new
+letters are in it as letters newer than 3.11's Unicode, so a text holding one goes to
+``regex`` without need, and every other text splits the same. With other versions every
+split goes through ``regex``. ``python -m
 agent_core.context.pretokenize`` prints the ranges for the installed ones, and
 ``tests/unit/test_pretokenize.py`` checks them against what both engines say.
 """
@@ -41,6 +44,9 @@ CLASSES = ((r"\p{L}", r"[^\W\d_]"), (r"\p{N}", r"\d"), (r"\s", r"\s"),
 
 #: (Python's Unicode version, regex's release) that ODD was computed with.
 FOR = ("14.0.0", "2026.11.19")
+#: Later Unicode versions (Python 3.12: 15.0.0, 3.13: 15.1.0) whose differing code points,
+#: with FOR's regex, are all in ODD (tests/unit/test_pretokenize.py checks it on each).
+ALSO = ("15.0.0", "15.1.0")
 #: Inclusive code point ranges classed differently by the two engines.
 ODD = (
     (0x1c, 0x1f), (0xb2, 0xb3), (0xb9, 0xb9), (0xbc, 0xbe), (0x558, 0x558), (0x58b, 0x58c),
@@ -89,8 +95,9 @@ Split = Callable[[str], list[str]]
 
 
 def odd_is_current() -> bool:
-    """Whether ODD was computed for this Python's Unicode and the installed regex."""
-    return (unicodedata.unidata_version, _regex_version()) == FOR
+    """Whether ODD holds for this Python's Unicode and the installed regex (computed for
+    them, or covering them: ``ALSO``)."""
+    return unicodedata.unidata_version in (FOR[0], *ALSO) and _regex_version() == FOR[1]
 
 
 def splitter(pattern: str) -> Split:

@@ -68,6 +68,8 @@ class OpenAIToolCall(_Shape):
 class OpenAIMessage(_Shape):
     content: str | list[OpenAIPart] | None = None
     tool_calls: list[OpenAIToolCall] | None = None
+    #: The model's refusal (OpenAI: content is null then); what the person is told.
+    refusal: str | None = None
 
     @property
     def text(self) -> str:
@@ -129,11 +131,18 @@ class AnthropicUsage(_Tokens):
                 + self.count("cache_creation_input_tokens"), cached)
 
 
+class AnthropicStopDetails(_Shape):
+    """Why a refusal stopped the turn (stop_details: type refusal, category, explanation)."""
+
+    explanation: str | None = None
+
+
 class AnthropicMessage(_Shape):
     content: list[AnthropicBlock]
     usage: AnthropicUsage | None = None
     model: Any = None
     stop_reason: Any = None
+    stop_details: AnthropicStopDetails | None = None
 
 
 # --- Ollama /api/chat --------------------------------------------------------------------------
@@ -175,6 +184,7 @@ class OpenAIDeltaCall(_Shape):
 class OpenAIDelta(_Shape):
     content: str | None = None
     tool_calls: list[OpenAIDeltaCall] | None = None
+    refusal: str | None = None
 
 
 class OpenAIChunkChoice(_Shape):
@@ -188,6 +198,8 @@ class OpenAIChunk(_Shape):
     choices: list[OpenAIChunkChoice] | None = None
     usage: OpenAIUsage | None = None
     model: Any = None
+    #: An error inside the stream (OpenAI, OpenRouter: a chunk holding ``error``).
+    error: Any = None
 
 
 class AnthropicStreamBlock(_Shape):
@@ -200,7 +212,10 @@ class AnthropicStreamDelta(_Shape):
     type: str | None = None
     text: str = ""
     partial_json: str = ""
+    thinking: str = ""
+    signature: str = ""
     stop_reason: Any = None
+    stop_details: AnthropicStopDetails | None = None
 
 
 class AnthropicStreamMessage(_Shape):

@@ -3,9 +3,15 @@ and decides what is retried.
 
 - 401/403: fail fast (ModelAuthError: check the key setting)
 - connection refused, DNS, TLS: fail fast (ModelUnreachableError with the URL)
-- 429: exponential backoff with jitter, honouring Retry-After; quota exhaustion is not retried
+- a rate limit: exponential backoff with jitter, honouring Retry-After or the message's
+  "try again in 20s"; a quota error (insufficient_quota, billing_error, 402) is not retried
 - 5xx, 529, timeouts and connections dropped mid-answer: limited retries with backoff
 - a context-length complaint: ContextLengthError, so the caller can shrink and retry once
+
+An error inside a 200 answer (a stream chunk with an ``error`` object, an SSE ``event:
+error``, Anthropic's ``error`` event, a 200 body holding ``error``) is read by the same rules
+(``_provider_errors``) and retried or raised the same way: never an empty reply. Retries
+over HTTP and inside streams share one budget per call (LLM_MAX_RETRIES).
 
 With ``max_concurrency`` (LLM_MAX_CONCURRENCY) at most that many calls are in flight at
 once; the others wait their turn before sending, and the wait is not part of the call's
@@ -20,42 +26,51 @@ import contextlib
 import json
 import logging
 import random
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
 from .. import _json
 from ..errors import (
-    ContextLengthError,
-    ModelAuthError,
     ModelError,
     ModelHTTPError,
-    ModelQuotaError,
-    ModelRateLimitError,
     ModelResponseError,
     ModelTimeoutError,
     ModelUnreachableError,
 )
 from ..redaction import redact
 from . import _transport
+from ._provider_errors import classify, read_error
 from ._transport import Failure, Pool
 from .base import ModelAdapter, ModelRequest
 
 log = logging.getLogger(__name__)
 
-_CONTEXT_LENGTH = re.compile(
-    r"context[_ ]length|maximum context|context window|prompt is too long|too many tokens|"
-    r"reduce the length|input length|exceeds the (?:model's )?(?:max|context)", re.IGNORECASE)
-_QUOTA = re.compile(r"insufficient_quota|quota|credit balance|billing|out of credit",
-                    re.IGNORECASE)
 _MAX_BACKOFF = 30.0
 _MAX_RETRY_AFTER = 120.0
 
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
+
+
+class InStreamError(Exception):
+    """An error an adapter read inside a 200 answer (its ``payload``: the chunk or event
+    that holds it); ``ModelHTTP.stream`` classifies it like the same error over HTTP."""
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("error inside the answer")
+        self.payload = payload
+
+
+class _Tries:
+    """The requests one call has sent (HTTP retries and in-stream retries alike)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
 
 
 class ModelHTTP:
@@ -99,22 +114,58 @@ class ModelHTTP:
 
     async def post_json(self, path: str, body: dict[str, Any], request: ModelRequest
                         ) -> dict[str, Any]:
-        """POST and return the decoded JSON body, retrying per the rules above."""
-        async with self._retrying(path, body, request, stream=False) as (_, raw):
-            try:
-                data = _json.loads(raw)
-            except ValueError as exc:
-                raise ModelResponseError(
-                    f"{self.provider!r} returned a body that is not JSON: "
-                    f"{raw[:200].decode('utf-8', 'replace')!r}") from exc
-        if not isinstance(data, dict):
-            raise ModelResponseError(f"{self.provider!r} returned JSON that is not an object")
-        return data
+        """POST and return the decoded JSON body, retrying per the rules above (a 200 body
+        that holds an ``error`` is that error)."""
+        return await self.post(path, body, request, _same)
 
-    async def stream_lines(self, path: str, body: dict[str, Any], request: ModelRequest
-                           ) -> AsyncIterator[str]:
+    async def post(self, path: str, body: dict[str, Any], request: ModelRequest,
+                   read: Callable[[dict[str, Any]], T]) -> T:
+        """POST and ``read`` the decoded JSON body. A 200 body holding ``error``, or one
+        ``read`` raises InStreamError for (a finish reason that is an error), is classified
+        like the same error over HTTP and retried or raised."""
+        tries = _Tries()
+        while True:
+            async with self._retrying(path, body, request, stream=False, tries=tries) \
+                    as (_, raw):
+                try:
+                    data = _json.loads(raw)
+                except ValueError as exc:
+                    raise ModelResponseError(
+                        f"{self.provider!r} returned a body that is not JSON: "
+                        f"{raw[:200].decode('utf-8', 'replace')!r}") from exc
+            if not isinstance(data, dict):
+                raise ModelResponseError(f"{self.provider!r} returned JSON that is not an "
+                                         "object")
+            if data.get("error"):
+                error = self.in_stream(data, path)
+            else:
+                try:
+                    return read(data)
+                except InStreamError as exc:
+                    error = self.in_stream(exc.payload, path)
+            await self._again(error, tries, request)
+
+    async def stream(self, path: str, body: dict[str, Any], request: ModelRequest,
+                     read: Callable[[AsyncIterator[str]], Awaitable[T]]) -> T:
+        """POST and ``read`` the answer's lines (SSE or NDJSON) as they arrive. ``read``
+        raises InStreamError for an error inside the answer: it is classified and, when
+        retryable, the call is sent again (``read`` starts over; MODEL_RETRY says so)."""
+        tries = _Tries()
+        while True:
+            lines = self.stream_lines(path, body, request, tries=tries)
+            try:
+                return await read(lines)
+            except InStreamError as exc:
+                error = self.in_stream(exc.payload, path)
+            finally:
+                await lines.aclose()  # gives the connection and the turn back now
+            await self._again(error, tries, request)
+
+    async def stream_lines(self, path: str, body: dict[str, Any], request: ModelRequest, *,
+                           tries: _Tries | None = None) -> AsyncGenerator[str, None]:
         """POST and yield the response's lines as they arrive (SSE or NDJSON)."""
-        async with self._retrying(path, body, request, stream=True) as (response, _):
+        async with self._retrying(path, body, request, stream=True,
+                                  tries=tries or _Tries()) as (response, _):
             try:
                 async for line in _transport.lines(response):
                     yield line
@@ -124,15 +175,30 @@ class ModelHTTP:
                 raise ModelUnreachableError(self._url(path),
                                             f"stream broke: {_reason(exc)}") from exc
 
+    def in_stream(self, payload: Any, path: str) -> ModelError:
+        """The ModelError an error inside a 200 answer stands for."""
+        text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
+        return classify(read_error(payload), provider=self.provider, url=self._url(path),
+                        body=text, key_setting=self.key_setting)
+
+    async def _again(self, error: ModelError, tries: _Tries, request: ModelRequest) -> None:
+        """Wait before sending again, or raise ``error`` when it is final."""
+        if not isinstance(error, ModelHTTPError) or not error.retryable \
+                or tries.n > self.max_retries:
+            raise error
+        why = f"HTTP {error.status_code}" if not error.in_stream else \
+            f"an error in the answer (as HTTP {error.status_code})"
+        await self._backoff(tries.n, error.retry_after, why, request)
+
     @asynccontextmanager
     async def _retrying(self, path: str, body: dict[str, Any], request: ModelRequest, *,
-                        stream: bool) -> AsyncIterator[tuple[aiohttp.ClientResponse, bytes]]:
+                        stream: bool, tries: _Tries
+                        ) -> AsyncIterator[tuple[aiohttp.ClientResponse, bytes]]:
         """The response with status < 400, and its whole body unless ``stream``."""
         url = self._url(path)
         data = _json.dumps(body)
-        attempt = 0
         while True:
-            attempt += 1
+            tries.n += 1
             failure: Failure | None = None
             async with self._turns or contextlib.nullcontext():
                 try:
@@ -152,46 +218,20 @@ class ModelHTTP:
             if failure is not None:
                 if failure.kind == "unreachable":
                     raise ModelUnreachableError(url, _reason(failure)) from failure
-                if attempt > self.max_retries:
+                if tries.n > self.max_retries:
                     if failure.kind == "timeout":
                         raise ModelTimeoutError(url, self.timeout) from failure
                     raise ModelUnreachableError(url, _reason(failure)) from failure
                 why = "timeout" if failure.kind == "timeout" else \
                     type(failure.__cause__).__name__
-                await self._backoff(attempt, None, why, request)
+                await self._backoff(tries.n, None, why, request)
                 continue
-
-            error = self._classify(response, raw.decode("utf-8", "replace"), path)
-            retryable = isinstance(error, ModelRateLimitError) or (
-                type(error) is ModelHTTPError and error.status_code >= 500)
-            if not retryable or attempt > self.max_retries:
-                raise error
-            assert isinstance(error, ModelHTTPError)
-            await self._backoff(attempt, error.retry_after, f"HTTP {error.status_code}", request)
-
-    def _classify(self, response: aiohttp.ClientResponse, text: str, path: str
-                  ) -> ModelError:
-        status = response.status
-        url = self._url(path)
-        retry_after = _retry_after(response.headers)
-        body = redact(text[:2000])
-        if status in (401, 403):
-            return ModelAuthError(self.provider, status, key_setting=self.key_setting)
-        if status == 402 or (status in (400, 429) and _QUOTA.search(text)
-                             and "rate" not in _error_code(text)):
-            return ModelQuotaError(status, body, url=url, message=(
-                f"{self.provider!r} reports the account is out of credit or quota "
-                f"(HTTP {status})"))
-        if status == 429:
-            return ModelRateLimitError(status, body, url=url, retry_after=retry_after,
-                                       message=f"{self.provider!r} rate limit (HTTP 429)")
-        if status in (400, 413, 422) and _CONTEXT_LENGTH.search(text):
-            return ContextLengthError(f"{self.provider!r}: the prompt is longer than the "
-                                      f"model's context window: {body[:200]}")
-        if status == 404:
-            return ModelHTTPError(status, body, url=url, message=(
-                f"{url!r} answered 404: check LLM_BASE_URL and LLM_MODEL_NAME ({body[:200]})"))
-        return ModelHTTPError(status, body, url=url, retry_after=retry_after)
+            text = raw.decode("utf-8", "replace")
+            error = classify(read_error(text, status=response.status,
+                                        headers=response.headers),
+                             provider=self.provider, url=url, body=text,
+                             key_setting=self.key_setting)
+            await self._again(error, tries, request)
 
     async def _backoff(self, attempt: int, retry_after: float | None, why: str,
                        request: ModelRequest) -> None:
@@ -249,44 +289,13 @@ class Turns:
         self._free.release()
 
 
+def _same(data: dict[str, Any]) -> dict[str, Any]:
+    return data
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     return redact(text)
-
-
-def _error_code(text: str) -> str:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return ""
-    err = data.get("error") if isinstance(data, dict) else None
-    if isinstance(err, dict):
-        return str(err.get("code") or err.get("type") or "").lower()
-    return ""
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from Retry-After (seconds or HTTP date) or retry-after-ms, when present."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    import datetime as dt
-
-    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
 
 
 def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:

@@ -1,17 +1,24 @@
-"""Anthropic Messages API with tools (tool_use / tool_result blocks)."""
+"""Anthropic Messages API with tools (tool_use / tool_result blocks).
+
+Every stop_reason is read (``base.stop_of``): end_turn, stop_sequence, tool_use,
+max_tokens, model_context_window_exceeded, refusal (the explanation is the answer) and
+pause_turn, whose turn is sent back as it is, up to ``MAX_CONTINUATIONS`` times, as the
+API's documentation says to continue it. An ``error`` event in the stream is the error it
+names (overloaded_error: as a 529)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from .._toolformats import to_anthropic, tool_call_as_text, tool_result_as_text
-from ..errors import ModelHTTPError, ModelResponseError
+from ..errors import ModelPausedError, ModelResponseError
 from ..messages import Message
 from ._bodies import AnthropicEvent, AnthropicMessage, AnthropicUsage, read, text_of
-from ._http import HTTPModel, sse_data
+from ._http import HTTPModel, InStreamError, sse_data
 from ._parts import anthropic_blocks
-from .base import ModelRequest, ModelResponse, RawToolCall, Usage
+from .base import ModelRequest, ModelResponse, RawToolCall, Usage, stop_of
 
 API_VERSION = "2023-06-01"
 
@@ -71,59 +78,104 @@ class AnthropicModel(HTTPModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request)
-        if request.stream:
-            return await self._complete_streaming(body, request)
-        data = await self.http.post_json("/v1/messages", body, request)
-        return parse_message(data)
+        turn = ModelResponse(model=self.model_name)
+        for _ in range(MAX_CONTINUATIONS + 1):
+            if request.stream:
+                part, blocks = await self.http.stream(
+                    "/v1/messages", body, request, lambda lines: _read_stream(lines, request))
+            else:
+                part, blocks = await self.http.post("/v1/messages", body, request,
+                                                    _parse_with_blocks)
+            _merge(turn, part)
+            if part.stop != "paused":
+                return turn
+            # pause_turn: the server tools' loop hit its limit; the documented way on is to
+            # send the turn back as it is, and the model continues it.
+            body = {**body, "messages": [*body["messages"],
+                                         {"role": "assistant", "content": blocks}]}
+        raise ModelPausedError(self.name, MAX_CONTINUATIONS)
 
-    async def _complete_streaming(self, body: dict[str, Any], request: ModelRequest
-                                  ) -> ModelResponse:
-        text: list[str] = []
-        blocks: dict[int, dict[str, Any]] = {}
-        usage = Usage()
-        stop: str | None = None
-        model = self.model_name
-        async for event, data in sse_data(self.http.stream_lines("/v1/messages", body,
-                                                                 request)):
-            try:
-                raw = json.loads(data)
-            except ValueError as exc:
-                raise ModelResponseError(f"unreadable stream event: {data[:200]!r}") from exc
-            if not isinstance(raw, dict):
-                raise ModelResponseError(f"stream event is not an object: {data[:200]!r}")
-            payload = read(AnthropicEvent, raw, "anthropic")
-            kind = payload.type or event
-            if kind == "message_start" and payload.message is not None:
-                model = text_of(payload.message.model) or model
-                if payload.message.usage is not None:
-                    usage.prompt_tokens, usage.cached_prompt_tokens = \
-                        payload.message.usage.prompt()
-            elif kind == "content_block_start" and payload.content_block is not None:
-                block = payload.content_block
-                blocks[payload.index if payload.index is not None else len(blocks)] = {
-                    "type": block.type, "id": block.id, "name": block.name, "json": ""}
-            elif kind == "content_block_delta" and payload.delta is not None:
-                delta = payload.delta
-                slot = blocks.setdefault(payload.index or 0, {"type": "text", "json": ""})
-                if delta.type == "text_delta":
-                    text.append(delta.text)
-                    request.emit("MODEL_DELTA", {"text": delta.text})
-                elif delta.type == "input_json_delta":
-                    slot["json"] += delta.partial_json
-            elif kind == "message_delta":
-                if payload.delta is not None:
-                    stop = text_of(payload.delta.stop_reason) or stop
-                if payload.usage is not None:
-                    usage.completion_tokens = payload.usage.count("output_tokens")
-            elif kind == "error":
-                err = payload.error or {}
-                raise ModelHTTPError(529 if err.get("type") == "overloaded_error" else 500,
-                                     json.dumps(err), message=f"stream error: {err}")
-            elif kind == "message_stop":
-                break
-        calls = [RawToolCall(name=b["name"], arguments=b["json"] or "{}", id=b["id"])
-                 for _, b in sorted(blocks.items()) if b.get("type") == "tool_use"]
-        return ModelResponse("".join(text), calls, usage, model, stop)
+
+#: How many times a paused turn (pause_turn) is sent back before giving up.
+MAX_CONTINUATIONS = 3
+
+
+def _merge(turn: ModelResponse, part: ModelResponse) -> None:
+    """``part`` (a continuation of a paused turn) appended to ``turn``."""
+    turn.text += part.text
+    turn.tool_calls += part.tool_calls
+    turn.usage = turn.usage + part.usage
+    turn.model = part.model or turn.model
+    turn.finish_reason, turn.stop = part.finish_reason, part.stop
+
+
+async def _read_stream(lines: AsyncIterator[str], request: ModelRequest
+                       ) -> tuple[ModelResponse, list[dict[str, Any]]]:
+    """A streamed Messages answer: the turn, and its content blocks as the API would send
+    them back (for continuing a paused turn)."""
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    usage = Usage()
+    stop: str | None = None
+    explanation = ""
+    model = ""
+    async for event, data in sse_data(lines):
+        try:
+            raw = json.loads(data)
+        except ValueError as exc:
+            raise ModelResponseError(f"unreadable stream event: {data[:200]!r}") from exc
+        if not isinstance(raw, dict):
+            raise ModelResponseError(f"stream event is not an object: {data[:200]!r}")
+        kind = raw.get("type") or event
+        if kind == "error" or event == "error":
+            raise InStreamError(raw)  # e.g. overloaded_error: what a 529 is over HTTP
+        payload = read(AnthropicEvent, raw, "anthropic")
+        if kind == "message_start" and payload.message is not None:
+            model = text_of(payload.message.model) or model
+            if payload.message.usage is not None:
+                usage.prompt_tokens, usage.cached_prompt_tokens = \
+                    payload.message.usage.prompt()
+        elif kind == "content_block_start" and payload.content_block is not None:
+            index = payload.index if payload.index is not None else len(blocks)
+            blocks[index] = dict(raw.get("content_block") or {})
+        elif kind == "content_block_delta" and payload.delta is not None:
+            delta, index = payload.delta, payload.index or 0
+            block = blocks.setdefault(index, {"type": "text", "text": ""})
+            if delta.type == "text_delta":
+                block["text"] = block.get("text", "") + delta.text
+                request.emit("MODEL_DELTA", {"text": delta.text})
+            elif delta.type == "input_json_delta":
+                partial[index] = partial.get(index, "") + delta.partial_json
+            elif delta.type == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta.thinking
+            elif delta.type == "signature_delta":
+                block["signature"] = delta.signature
+        elif kind == "message_delta":
+            if payload.delta is not None:
+                stop = text_of(payload.delta.stop_reason) or stop
+                if payload.delta.stop_details is not None:
+                    explanation = payload.delta.stop_details.explanation or ""
+            if payload.usage is not None:
+                usage.completion_tokens = payload.usage.count("output_tokens")
+        elif kind == "message_stop":
+            break
+    calls = []
+    for index, block in sorted(blocks.items()):
+        if block.get("type") in ("tool_use", "server_tool_use"):
+            arguments = partial.get(index, "")
+            if block["type"] == "tool_use":  # a server tool is the provider's to run
+                calls.append(RawToolCall(name=str(block.get("name") or ""),
+                                         arguments=arguments or "{}", id=block.get("id")))
+            block["input"] = _object(arguments)
+    text = "".join(str(b.get("text") or "") for _, b in sorted(blocks.items())
+                   if b.get("type") == "text")
+    ordered = [b for _, b in sorted(blocks.items())]
+    return _turn(text, calls, usage, model, stop, explanation=explanation), ordered
+
+
+def _parse_with_blocks(data: dict[str, Any]) -> tuple[ModelResponse, list[dict[str, Any]]]:
+    content = data.get("content")
+    return parse_message(data), list(content) if isinstance(content, list) else []
 
 
 def parse_message(data: dict[str, Any]) -> ModelResponse:
@@ -135,8 +187,26 @@ def parse_message(data: dict[str, Any]) -> ModelResponse:
     calls = [RawToolCall(name=b.name, arguments=b.input or {}, id=b.id)
              for b in body.content if b.type == "tool_use"]
     usage = body.usage or AnthropicUsage()
+    explanation = body.stop_details.explanation or "" if body.stop_details else ""
     prompt, cached = usage.prompt()
-    return ModelResponse(
-        text=text, tool_calls=calls, usage=Usage(prompt, usage.count("output_tokens"), cached),
-        model=text_of(body.model), finish_reason=text_of(body.stop_reason) or None,
-    )
+    return _turn(text, calls, Usage(prompt, usage.count("output_tokens"), cached),
+                 text_of(body.model), text_of(body.stop_reason) or None,
+                 explanation=explanation)
+
+
+def _turn(text: str, calls: list[RawToolCall], usage: Usage, model: str, stop_reason: str | None,
+          *, explanation: str) -> ModelResponse:
+    """The turn with its Stop. A refusal (stop_reason refusal: a classifier stopped the
+    answer) shows the refusal's explanation, never the text cut short before it."""
+    stop = stop_of(stop_reason)
+    if stop == "refusal":
+        text, calls = explanation, []
+    return ModelResponse(text, calls, usage, model, stop_reason, stop)
+
+
+def _object(partial_json: str) -> dict[str, Any]:
+    try:
+        value = json.loads(partial_json) if partial_json.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..messages import Message
+
+log = logging.getLogger(__name__)
 
 #: Receives (event_name, payload) for things the caller may want to show: partial text while
 #: streaming ("MODEL_DELTA") and a switch to a fallback model ("MODEL_FALLBACK").
@@ -59,6 +62,41 @@ class ModelRequest:
             self.on_event(name, payload)
 
 
+#: How a model turn ended, whatever the provider called it (``stop_of``):
+#:
+#: - ``end``: the model finished (stop, end_turn, stop_sequence)
+#: - ``tool_calls``: the model asks for tools (tool_calls, tool_use)
+#: - ``length``: the output was cut at the token limit (length, max_tokens, model_length,
+#:   model_context_window_exceeded): a tool call in it is cut, never run
+#: - ``refusal``: the model declined (Anthropic's stop_reason refusal, OpenAI's refusal field);
+#:   the text is the refusal the person sees
+#: - ``content_filter``: the provider's filter withheld the output
+#: - ``paused``: Anthropic's pause_turn, still paused after the adapter continued the turn
+Stop = Literal["end", "tool_calls", "length", "refusal", "content_filter", "paused"]
+
+_STOPS: dict[str, Stop] = {
+    "stop": "end", "end_turn": "end", "stop_sequence": "end", "eos": "end",
+    "eos_token": "end",  # Hugging Face TGI
+    # Ollama answers "load" / "unload" for a request that only (un)loaded the model.
+    "load": "end", "unload": "end",
+    "tool_calls": "tool_calls", "tool_use": "tool_calls", "function_call": "tool_calls",
+    "length": "length", "max_tokens": "length", "model_length": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "refusal", "content_filter": "content_filter", "pause_turn": "paused",
+}
+
+
+def stop_of(reason: str | None) -> Stop:
+    """The Stop a provider's finish or stop reason means (an unknown one: ``end``)."""
+    if not reason:
+        return "end"
+    stop = _STOPS.get(reason)
+    if stop is None:
+        log.info("unknown finish reason %r read as the end of the turn", reason)
+        return "end"
+    return stop
+
+
 @dataclass(slots=True)
 class ModelResponse:
     """What a model returned for one call."""
@@ -67,7 +105,10 @@ class ModelResponse:
     tool_calls: list[RawToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    #: The provider's own word for how the turn ended (shown, never branched on).
     finish_reason: str | None = None
+    #: How the turn ended, in one vocabulary: the loop branches on this.
+    stop: Stop = "end"
 
 
 class ModelAdapter(abc.ABC):

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from .._toolformats import to_openai, tool_call_as_text, tool_result_as_text
-from ..errors import ModelHTTPError, ModelResponseError
+from ..errors import ModelResponseError
 from ..messages import Message
 from ._bodies import OllamaChat, OllamaLine, OllamaMessage, read, text_of
-from ._http import HTTPModel
+from ._http import HTTPModel, InStreamError
 from ._parts import ollama_message
-from .base import ModelRequest, ModelResponse, RawToolCall, Usage
+from .base import ModelRequest, ModelResponse, RawToolCall, Usage, stop_of
 
 
 class OllamaModel(HTTPModel):
@@ -50,34 +51,39 @@ class OllamaModel(HTTPModel):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request)
         if not request.stream:
-            return parse_chat(await self.http.post_json("/api/chat", body, request))
-        text: list[str] = []
-        calls: list[RawToolCall] = []
-        final = OllamaLine()
-        async for line in self.http.stream_lines("/api/chat", body, request):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except ValueError as exc:
-                raise ModelResponseError(f"unreadable stream line: {line[:200]!r}") from exc
-            if not isinstance(raw, dict):
-                raise ModelResponseError(f"stream line is not an object: {line[:200]!r}")
-            chunk = read(OllamaLine, raw, "ollama")
-            if chunk.error:
-                raise ModelHTTPError(500, str(chunk.error),
-                                     message=f"ollama stream error: {chunk.error}")
-            if chunk.message is not None:
-                if chunk.message.content:
-                    text.append(chunk.message.content)
-                    request.emit("MODEL_DELTA", {"text": chunk.message.content})
-                calls.extend(_calls(chunk.message))
-            if chunk.done:
-                final = chunk
-                break
-        return ModelResponse("".join(text), calls,
-                             Usage(final.count("prompt_eval_count"), final.count("eval_count")),
-                             text_of(final.model), text_of(final.done_reason) or None)
+            return await self.http.post("/api/chat", body, request, parse_chat)
+        return await self.http.stream("/api/chat", body, request,
+                                      lambda lines: _read_stream(lines, request))
+
+
+async def _read_stream(lines: AsyncIterator[str], request: ModelRequest) -> ModelResponse:
+    """A streamed /api/chat answer (NDJSON)."""
+    text: list[str] = []
+    calls: list[RawToolCall] = []
+    final = OllamaLine()
+    async for line in lines:
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except ValueError as exc:
+            raise ModelResponseError(f"unreadable stream line: {line[:200]!r}") from exc
+        if not isinstance(raw, dict):
+            raise ModelResponseError(f"stream line is not an object: {line[:200]!r}")
+        if raw.get("error"):
+            raise InStreamError(raw)  # {"error": "..."}: the model failed mid-answer
+        chunk = read(OllamaLine, raw, "ollama")
+        if chunk.message is not None:
+            if chunk.message.content:
+                text.append(chunk.message.content)
+                request.emit("MODEL_DELTA", {"text": chunk.message.content})
+            calls.extend(_calls(chunk.message))
+        if chunk.done:
+            final = chunk
+            break
+    return _response("".join(text), calls, Usage(final.count("prompt_eval_count"),
+                                                  final.count("eval_count")),
+                     text_of(final.model), text_of(final.done_reason) or None)
 
 
 def _calls(message: OllamaMessage) -> list[RawToolCall]:
@@ -85,11 +91,20 @@ def _calls(message: OllamaMessage) -> list[RawToolCall]:
             for c in message.tool_calls or ()]
 
 
+def _response(text: str, calls: list[RawToolCall], usage: Usage, model: str,
+              done_reason: str | None) -> ModelResponse:
+    """The turn with its Stop: Ollama says "stop" for a turn with tool calls too."""
+    stop = stop_of(done_reason)
+    if calls and stop == "end":
+        stop = "tool_calls"
+    return ModelResponse(text, calls, usage, model, done_reason, stop)
+
+
 def parse_chat(data: dict[str, Any]) -> ModelResponse:
     """A ModelResponse from a non-streamed /api/chat body."""
     if not isinstance(data.get("message"), dict):
         raise ModelResponseError(f"no message in the response: {str(data)[:200]}")
     body = read(OllamaChat, data, "ollama")
-    return ModelResponse(body.message.content or "", _calls(body.message),
-                         Usage(body.count("prompt_eval_count"), body.count("eval_count")),
-                         text_of(body.model), text_of(body.done_reason) or None)
+    return _response(body.message.content or "", _calls(body.message),
+                     Usage(body.count("prompt_eval_count"), body.count("eval_count")),
+                     text_of(body.model), text_of(body.done_reason) or None)

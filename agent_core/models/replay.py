@@ -3,8 +3,10 @@ answering from a script.
 
 It lets the real adapters run over real HTTP with no API key: the test suite scripts
 replies and failures with it (and transcripts, at /v1/audio/transcriptions),
-``hermes-gateway demo`` replays a recorded session through it,
-and the load benchmark uses its ``responder`` with a fixed latency.
+``hermes-gateway demo`` replays a recorded session through it, and the load benchmark uses
+its ``responder`` with a fixed latency. ``Reply`` is rendered in the shape of the API asked
+(refusals and endings included); ``Verbatim`` replays a provider's recorded answer byte for
+byte, error events and all.
 """
 
 from __future__ import annotations
@@ -15,71 +17,15 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from ..ids import new_id
+from .replay_items import STOPS, Failure, Item, Raw, RawStream, Reply, Responder, Verbatim
 
-
-@dataclass(slots=True)
-class Reply:
-    """A successful model turn: text and/or tool calls."""
-
-    text: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    prompt_tokens: int = 20
-    completion_tokens: int = 10
-    delay: float = 0.0
-    #: Of prompt_tokens, those reported as read from the provider's prompt cache.
-    cached_tokens: int = 0
-    #: Seconds between the pieces of a streamed answer (a model writing as it goes).
-    pace: float = 0.0
-
-    @classmethod
-    def call(cls, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
-        """A reply with one native tool call."""
-        return cls(tool_calls=[{"name": name, "arguments": arguments or {}}], **kw)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Reply:
-        """From a recorded session's turn."""
-        usage = data.get("usage") or [20, 10]
-        return cls(text=data.get("text", ""), tool_calls=list(data.get("tool_calls", [])),
-                   prompt_tokens=int(usage[0]), completion_tokens=int(usage[1]),
-                   delay=float(data.get("delay", 0.0)))
-
-
-@dataclass(slots=True)
-class Failure:
-    """An HTTP error answer (status, body, headers), optionally after a delay."""
-
-    status: int
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-@dataclass(slots=True)
-class Raw:
-    """A 200 answer with an arbitrary body (to test malformed responses)."""
-
-    body: str
-    delay: float = 0.0
-
-
-@dataclass(slots=True)
-class RawStream:
-    """A 200 streamed answer made of arbitrary lines (to test malformed streams): SSE
-    lines for OpenAI and Anthropic, NDJSON lines for Ollama, sent as they are."""
-
-    lines: list[str]
-    delay: float = 0.0
-
-
-Item = Reply | Failure | Raw | RawStream
-Responder = Callable[[str, dict[str, Any]], Item]
+__all__ = ["STOPS", "Failure", "Item", "Raw", "RawStream", "ReplayModelServer", "Reply",
+           "Responder", "Verbatim", "hashed_embedding"]
 
 
 class ReplayModelServer:
@@ -163,6 +109,21 @@ class ReplayModelServer:
             self.model_seconds += time.perf_counter() - started
         return item, body
 
+    async def _given(self, request: web.Request, item: Failure | Raw | RawStream | Verbatim,
+                     content_type: str) -> web.StreamResponse:
+        """The answer of an item that is not a Reply."""
+        if isinstance(item, Failure):
+            return self._failure(item)
+        if isinstance(item, Raw):
+            return web.Response(text=item.body, content_type="application/json")
+        if isinstance(item, RawStream):
+            return await _stream(request, item.lines, content_type)
+        data = item.body.encode() if isinstance(item.body, str) else item.body
+        size = item.chunk or len(data) or 1
+        pieces = [data[i:i + size] for i in range(0, len(data), size)]
+        return await _stream(request, pieces, item.content_type, status=item.status,
+                             headers=item.headers)
+
     def _failure(self, item: Failure) -> web.Response:
         body = item.body if isinstance(item.body, str) else json.dumps(
             item.body if item.body is not None else {"error": {"message": "scripted failure"}})
@@ -171,34 +132,36 @@ class ReplayModelServer:
 
     async def _openai(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
-        if isinstance(item, Failure):
-            return self._failure(item)
-        if isinstance(item, Raw):
-            return web.Response(text=item.body, content_type="application/json")
-        if isinstance(item, RawStream):
-            return await _stream(request, item.lines, "text/event-stream")
+        if not isinstance(item, Reply):
+            return await self._given(request, item, "text/event-stream")
         model = body.get("model", "replay")
         calls: list[dict[str, Any]] = [
             {"id": f"call_{new_id(10)}", "type": "function",
              "function": {"name": c["name"], "arguments": _args_text(c["arguments"])}}
             for c in item.tool_calls]
+        if calls and item.stop == "length":
+            args = calls[-1]["function"]["arguments"]
+            calls[-1]["function"]["arguments"] = args[:len(args) // 2]
+        finish = item.stop_for(0, bool(calls))
         usage: dict[str, Any] = {"prompt_tokens": item.prompt_tokens,
                                  "completion_tokens": item.completion_tokens,
                                  "total_tokens": item.prompt_tokens + item.completion_tokens}
         if item.cached_tokens:
             usage["prompt_tokens_details"] = {"cached_tokens": item.cached_tokens}
         if not body.get("stream"):
-            message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
+            message: dict[str, Any] = {"role": "assistant", "content": item.text or None,
+                                       "refusal": item.refusal or None}
             if calls:
                 message["tool_calls"] = calls
             return web.json_response({
                 "id": "chatcmpl-replay", "object": "chat.completion", "model": model,
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": usage})
         chunks: list[dict[str, Any]] = []
         for piece in _pieces(item.text, self.chunk_size):
             chunks.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
+        for piece in _pieces(item.refusal, self.chunk_size):
+            chunks.append({"choices": [{"index": 0, "delta": {"refusal": piece}}]})
         for index, call in enumerate(calls):
             args = call["function"]["arguments"]
             chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [{
@@ -207,8 +170,7 @@ class ReplayModelServer:
             for piece in _pieces(args, self.chunk_size):
                 chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [{
                     "index": index, "function": {"arguments": piece}}]}}]})
-        chunks.append({"choices": [{"index": 0, "delta": {},
-                                    "finish_reason": "tool_calls" if calls else "stop"}]})
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         chunks.append({"choices": [], "usage": usage})
         lines = [f"data: {json.dumps({'model': model, **c})}\n\n" for c in chunks]
         lines.append("data: [DONE]\n\n")
@@ -216,26 +178,23 @@ class ReplayModelServer:
 
     async def _anthropic(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
-        if isinstance(item, Failure):
-            return self._failure(item)
-        if isinstance(item, Raw):
-            return web.Response(text=item.body, content_type="application/json")
-        if isinstance(item, RawStream):
-            return await _stream(request, item.lines, "text/event-stream")
+        if not isinstance(item, Reply):
+            return await self._given(request, item, "text/event-stream")
         model = body.get("model", "replay")
         blocks: list[dict[str, Any]] = []
-        if item.text:
+        if item.text and not item.refusal:
             blocks.append({"type": "text", "text": item.text})
         for c in item.tool_calls:
             args = c["arguments"] if isinstance(c["arguments"], dict) else json.loads(
                 c["arguments"])
             blocks.append({"type": "tool_use", "id": f"toolu_{new_id(10)}",
                            "name": c["name"], "input": args})
-        stop = "tool_use" if item.tool_calls else "end_turn"
+        stop = item.stop_for(1, bool(item.tool_calls))
+        details = {"type": "refusal", "explanation": item.refusal} if item.refusal else None
         if not body.get("stream"):
             return web.json_response({
                 "id": "msg_replay", "type": "message", "role": "assistant", "model": model,
-                "content": blocks, "stop_reason": stop,
+                "content": blocks, "stop_reason": stop, "stop_details": details,
                 "usage": {**_anthropic_input(item),
                           "output_tokens": item.completion_tokens}})
         events: list[tuple[str, dict[str, Any]]] = [("message_start", {
@@ -257,14 +216,18 @@ class ReplayModelServer:
                     "type": "content_block_start", "index": index,
                     "content_block": {"type": "tool_use", "id": block["id"],
                                       "name": block["name"], "input": {}}}))
-                for piece in _pieces(json.dumps(block["input"]), self.chunk_size):
+                args = json.dumps(block["input"])
+                if item.stop == "length" and block is blocks[-1]:
+                    args = args[:len(args) // 2]
+                for piece in _pieces(args, self.chunk_size):
                     events.append(("content_block_delta", {
                         "type": "content_block_delta", "index": index,
                         "delta": {"type": "input_json_delta", "partial_json": piece}}))
             events.append(("content_block_stop", {"type": "content_block_stop",
                                                   "index": index}))
         events.append(("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": stop},
+                                         "delta": {"stop_reason": stop,
+                                                   "stop_details": details},
                                          "usage": {"output_tokens": item.completion_tokens}}))
         events.append(("message_stop", {"type": "message_stop"}))
         lines = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
@@ -307,16 +270,12 @@ class ReplayModelServer:
 
     async def _ollama(self, request: web.Request) -> web.StreamResponse:
         item, body = await self._next(request)
-        if isinstance(item, Failure):
-            return self._failure(item)
-        if isinstance(item, Raw):
-            return web.Response(text=item.body, content_type="application/json")
-        if isinstance(item, RawStream):
-            return await _stream(request, item.lines, "application/x-ndjson")
+        if not isinstance(item, Reply):
+            return await self._given(request, item, "application/x-ndjson")
         model = body.get("model", "replay")
         calls = [{"function": {"name": c["name"], "arguments": c["arguments"] if isinstance(
             c["arguments"], dict) else json.loads(c["arguments"])}} for c in item.tool_calls]
-        final = {"model": model, "done": True, "done_reason": "stop",
+        final = {"model": model, "done": True, "done_reason": item.stop_for(2, bool(calls)),
                  "prompt_eval_count": item.prompt_tokens, "eval_count": item.completion_tokens}
         if not body.get("stream", True):
             message: dict[str, Any] = {"role": "assistant", "content": item.text}
@@ -358,11 +317,13 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] if text else []
 
 
-async def _stream(request: web.Request, lines: list[str], content_type: str
+async def _stream(request: web.Request, lines: list[str] | list[bytes], content_type: str, *,
+                  status: int = 200, headers: dict[str, str] | None = None
                   ) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": content_type})
+    response = web.StreamResponse(status=status,
+                                  headers={**(headers or {}), "Content-Type": content_type})
     await response.prepare(request)
     for line in lines:
-        await response.write(line.encode())
+        await response.write(line.encode() if isinstance(line, str) else line)
     await response.write_eof()
     return response

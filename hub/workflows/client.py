@@ -13,7 +13,7 @@ from ..bus import Bus, Headers
 from ..discovery import choose, discover
 from ..messages import MAX_DEADLINE_MS, TaskRequest
 from .executor import RUN_WORKFLOW
-from .store import run_id_of
+from .runs import run_id_of
 
 
 class NoExecutor(LookupError):

@@ -28,8 +28,9 @@ from ..messages import TaskRequest, TaskResponse
 from .definition import Step, Workflow
 from .document import MissingInput, holds, resolve
 from .live import LiveRun
+from .runs import Run, StepState, run_id_of
 from .steps import run_step
-from .store import CANCEL, Run, StepState, WorkflowStore, run_id_of
+from .store import CANCEL, WorkflowStore
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,14 @@ class WorkflowExecutor(Agent):
         self.capabilities: tuple[str, ...] = (RUN_WORKFLOW,)
         self._live: dict[str, LiveRun] = {}
         self._subscription: Any = None
+        self._refreshing: asyncio.Task[None] | None = None
+        self._stale = False
 
     async def start(self) -> None:
         """Listen for cancels and offer the kept workflows' capabilities (call before the
         runner starts)."""
         self._subscription = await self.bus.nc.subscribe(f"{CANCEL}.*", cb=self._on_cancel)
+        self.store.changed = self._versions_changed
         await self.store.follow()
         await self.refresh()
 
@@ -78,10 +82,30 @@ class WorkflowExecutor(Agent):
             with contextlib.suppress(Exception):
                 await self._subscription.unsubscribe()
         await self.store.unfollow()
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._refreshing
+
+    def _versions_changed(self) -> None:
+        """A workflow's newest version changed: offer its capability from now on."""
+        self._stale = True
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._refresh_now(),
+                                                   name="workflow capabilities")
+
+    async def _refresh_now(self) -> None:
+        while self._stale:  # a change during a refresh is refreshed for too
+            self._stale = False
+            try:
+                await self.refresh()
+            except Exception as exc:  # the periodic refresh tries again
+                log.warning("workflow capabilities not refreshed: %s", exc)
 
     async def refresh(self) -> tuple[str, ...]:
         """Offer ``run_workflow`` and every kept workflow's capability (the heartbeats read
-        this tuple at each beat)."""
+        this tuple at each beat). From the versions the store follows: no listing of the
+        bucket, and a kept version is read once."""
         named = sorted({w.capability for w in await self.store.latest() if w.capability})
         self.capabilities = (RUN_WORKFLOW, *named)
         return self.capabilities

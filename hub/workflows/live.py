@@ -15,7 +15,8 @@ from ..bus import Bus, Headers
 from ..messages import LogEvent
 from ..subjects import log_subject
 from .definition import Step
-from .store import Run, WorkflowStore
+from .runs import Run
+from .store import WorkflowStore
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from ..subjects import answers_for, replies_to
 from .definition import Step
 from .document import MissingInput, resolve
 from .live import LiveRun
-from .store import Sent
+from .runs import Sent
 
 log = logging.getLogger(__name__)
 

@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import re
-import time
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
-from pydantic import BaseModel, Field
 
 from ..bus import Bus
 from .definition import DefinitionError, Workflow, parse_definition
+from .runs import Run
 
 log = logging.getLogger(__name__)
 
@@ -39,98 +38,6 @@ LATEST = "latest"
 #: Where a copy running a run hears that it is cancelled.
 CANCEL = "hmp.workflow.cancel"
 _RACES = 10
-
-StepStatus = Literal["pending", "running", "success", "failed", "partial", "skipped",
-                     "cancelled"]
-RunStatus = Literal["running", "success", "failed", "cancelled"]
-
-
-class Sent(BaseModel):
-    """One task_request a step sent: to whom, with which ids, until when."""
-
-    task_id: str
-    agent: str
-    intent: str
-    arguments: dict[str, Any]
-    timestamp: float
-    deadline_ms: int
-    sender_id: str
-    #: Its answer, once it came.
-    status: str | None = None
-    error_code: str | None = None
-    result: dict[str, Any] | None = None
-
-
-class StepState(BaseModel):
-    """Where one step of a run is."""
-
-    status: StepStatus = "pending"
-    agent: str | None = None
-    error_code: str | None = None
-    result: dict[str, Any] = Field(default_factory=dict)
-    #: Its requests: the first, then one per followed next step.
-    sent: list[Sent] = Field(default_factory=list)
-    started_at: float | None = None
-    finished_at: float | None = None
-    reason: str | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether the step has ended (one way or another)."""
-        return self.status not in ("pending", "running")
-
-
-class Run(BaseModel):
-    """A run's state: all another copy needs to continue it."""
-
-    run_id: str
-    workflow_id: str
-    version: int
-    definition: Workflow
-    status: RunStatus = "running"
-    correlation_id: str
-    #: Who asked (the run's task_response goes to them) and the request's task id.
-    sender_id: str
-    task_id: str
-    document: dict[str, Any]
-    steps: dict[str, StepState]
-    cancel_requested: bool = False
-    error_code: str | None = None
-    failed_step: str | None = None
-    created_at: float = Field(default_factory=time.time)
-    finished_at: float | None = None
-
-    def view(self) -> dict[str, Any]:
-        """What the API and ``hub show`` say of the run: its ids, status, every step's
-        status and the document so far."""
-        return {"run_id": self.run_id, "workflow_id": self.workflow_id,
-                "version": self.version, "status": self.status,
-                "error_code": self.error_code, "failed_step": self.failed_step,
-                "correlation_id": self.correlation_id,
-                "cancel_requested": self.cancel_requested, "created_at": self.created_at,
-                "finished_at": self.finished_at, "steps": self.summary(),
-                "document": self.document}
-
-    def summary(self) -> list[dict[str, Any]]:
-        """Every step's status, in the definition's order."""
-        return [{"id": step.id, "status": self.steps[step.id].status,
-                 "agent": self.steps[step.id].agent,
-                 "error_code": self.steps[step.id].error_code,
-                 "follow_ups": max(0, len(self.steps[step.id].sent) - 1),
-                 # The steps it waits for (the graph's edges) and when it ran.
-                 "needs": sorted(self.definition.needs(step)),
-                 "started_at": self.steps[step.id].started_at,
-                 "finished_at": self.steps[step.id].finished_at,
-                 **({"reason": self.steps[step.id].reason} if self.steps[step.id].reason
-                    else {})}
-                for step in self.definition.steps]
-
-
-def run_id_of(sender_id: str, task_id: str) -> str:
-    """The run a request starts: the same request (a redelivery) finds the same run."""
-    digest = hashlib.sha256(f"{sender_id}\0{task_id}".encode()).hexdigest()[:20]
-    return f"run-{digest}"
-
 
 class WorkflowStore:
     """Definitions and runs on the hub."""
@@ -144,6 +51,7 @@ class WorkflowStore:
         self._latest: dict[str, int] = {}
         self._following: asyncio.Task[None] | None = None
         self._watcher: Any = None
+        self.changed: Callable[[], None] | None = None  # follow: a newest version changed
 
     async def definitions(self) -> KeyValue:
         """The definitions bucket, created on first use."""
@@ -277,6 +185,8 @@ class WorkflowStore:
                 workflow_id = entry.key.rpartition(".")[0]
                 with contextlib.suppress(ValueError):
                     self._latest[workflow_id] = int(entry.value or b"0")
+                if ready.is_set() and self.changed is not None:
+                    self.changed()
             ready.set()
 
         self._following = asyncio.create_task(keep(), name="workflow versions")
@@ -306,13 +216,13 @@ class WorkflowStore:
             return 0
 
     async def latest(self) -> list[Workflow]:
-        """The newest version of every workflow."""
-        found = []
-        for workflow_id, versions in (await self.versions()).items():
-            workflow = await self.get(workflow_id, versions[-1])
-            if workflow is not None:
-                found.append(workflow)
-        return found
+        """The newest version of every workflow: following, the versions the watch keeps,
+        each read once per process (no listing of the bucket); else from the bucket's keys."""
+        following = self._following is not None and not self._following.done()
+        newest = sorted(self._latest.items()) if following else \
+            [(w, versions[-1]) for w, versions in (await self.versions()).items()]
+        found = [await self.get(w, version) for w, version in newest if version]
+        return [workflow for workflow in found if workflow is not None]
 
     # -- runs --------------------------------------------------------------------------
 

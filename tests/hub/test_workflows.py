@@ -17,7 +17,8 @@ from hub.replay import replay
 from hub.services import hub_services
 from hub.workflows import DefinitionError
 from hub.workflows.executor import WorkflowExecutor
-from hub.workflows.store import WorkflowStore, run_id_of
+from hub.workflows.runs import run_id_of
+from hub.workflows.store import WorkflowStore
 from tests.hub.conftest import BusFactory, unique
 from tests.hub.test_bus import until
 
@@ -447,7 +448,7 @@ async def test_a_continued_run_takes_an_answer_that_came_while_no_copy_listened(
 
     from hub.bus import Headers
     from hub.subjects import reply_subject
-    from hub.workflows.store import Run, Sent, StepState
+    from hub.workflows.runs import Run, Sent, StepState
 
     agent = await hub.agent("answered", answering(fresh=True), "answered_part")
     workflow_id = unique("kept")
@@ -499,3 +500,35 @@ async def test_the_workflows_file_is_kept_at_start_and_a_bad_one_refused_naming_
         await ExecutorService(hub.bus, files=[bad]).start()
     assert "bad.yaml" in str(refused.value) and "step 'a'" in str(refused.value)
     assert "no step of this workflow" in str(refused.value)
+
+
+async def test_refreshing_the_capabilities_lists_no_keys_and_reads_a_version_once(
+        hub: Hub) -> None:
+    """The executor refreshes its capabilities every few seconds: from the versions its
+    store follows, never a listing of the definitions bucket (a stream-info request
+    carrying every key), and a version it read before is not asked for again."""
+    first = unique("cap_a").replace("-", "_")
+    await hub.store.put({"workflow_id": unique("quiet"), "capability": first,
+                         "steps": [{"id": "a", "capability": "some_part"}]})
+    executor, _ = await hub.executor(unique("executor"))
+    await executor.refresh()  # every kept version read once
+    asked: list[str] = []
+
+    async def seen(msg: Any) -> None:
+        asked.append(msg.subject)
+
+    watcher = await hub.make_bus()
+    subscription = await watcher.nc.subscribe("$JS.API.>", cb=seen)
+    await watcher.nc.flush()
+    for _ in range(3):
+        await executor.refresh()
+    await watcher.nc.flush()
+    await subscription.unsubscribe()
+    assert [s for s in asked if "HMP_WORKFLOWS" in s] == []
+    # A version kept meanwhile is offered without waiting for the next periodic refresh.
+    later = unique("cap_b").replace("-", "_")
+    await hub.store.put({"workflow_id": unique("later"), "capability": later,
+                         "steps": [{"id": "a", "capability": "some_part"}]})
+    async with asyncio.timeout(10):
+        while later not in executor.capabilities:
+            await asyncio.sleep(0.02)

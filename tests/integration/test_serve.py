@@ -358,3 +358,64 @@ def test_serve_refuses_a_port_already_taken_before_anything_starts(
     assert "gateway ready" not in done.stderr + done.stdout
     assert not (tmp_path / "valkey").exists(), "no store was started for a gateway that " \
                                                "cannot serve"
+
+
+def test_a_port_whose_last_connections_wait_out_time_wait_is_free(tmp_path: Path) -> None:
+    """A gateway stopped a moment ago leaves its closed connections in TIME_WAIT; the port
+    is still free to serve on at once (as asyncio's own bind with SO_REUSEADDR sees it)."""
+    from gateway.processes import check_port_free
+
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server closes first: its side waits in TIME_WAIT
+        client.recv(1)
+        client.close()
+    check_port_free("127.0.0.1", port)
+
+
+def test_a_channel_that_cannot_start_leaves_no_session_open(tmp_path: Path) -> None:
+    """Telegram's bot opens its HTTP sessions, then asks getMe; when that fails the gateway
+    does not start, and the sessions it opened are closed, not reported unclosed at exit."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = closed.getsockname()[1]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+        env={**os.environ, "HERMES_DATA_DIR": str(tmp_path),
+             "TELEGRAM_BOT_TOKEN": "123456789:AAbbccddeeffgghhiijjkkllmmnnooppqqr",
+             "TELEGRAM_API_URL": f"http://127.0.0.1:{nobody}"},
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "Cannot connect to host" in done.stderr, done.stderr[-2000:]
+    assert "Unclosed client session" not in done.stderr, done.stderr[-2000:]
+
+
+async def test_a_telegram_token_refused_at_start_is_named_never_printed(tmp_path: Path) -> None:
+    """Telegram answers getMe 401 for a wrong token; python-telegram-bot's error quotes the
+    token, and serve used to print it in a traceback. It says which setting to check."""
+    from tests.standins.telegram_api import TelegramAPI
+
+    api = TelegramAPI("987654321:the-token-the-stand-in-knows-0123456789")
+    await api.start()
+    token = "123456789:AAbbccddeeffgghhiijjkkllmmnnooppqqr"
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "gateway.cli", "serve", "--port",
+                             str(free_port())],
+            env={**os.environ, "HERMES_DATA_DIR": str(tmp_path), "TELEGRAM_BOT_TOKEN": token,
+                 "TELEGRAM_API_URL": api.url},
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        await api.stop()
+    assert done.returncode == 2
+    assert "Telegram refused TELEGRAM_BOT_TOKEN" in done.stderr, done.stderr[-2000:]
+    assert "AAbbccddeeffgghhiijjkkllmmnnooppqqr" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr

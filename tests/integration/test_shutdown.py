@@ -10,7 +10,8 @@ from typing import Any
 
 from adapters.base import InboundMessage
 from adapters.webhook import signed_headers
-from agent_core.models.replay import Reply
+from agent_core.context.compressor import ModelSummariser
+from agent_core.models.replay import ReplayModelServer, Reply
 from tests.integration.conftest import WEBHOOK_SECRET, GatewayFactory, Harness, answer_echo
 from tests.integration.test_webhook import body_of
 
@@ -139,3 +140,25 @@ async def test_a_synchronous_run_waiting_for_its_task_here_answers_202_when_stop
     response = await asyncio.wait_for(waiting, 10)
     assert response.status == 202 and time.monotonic() - began < 3
     assert (await response.json())["status"] == "running"
+
+
+async def test_a_stopped_gateway_closes_the_summary_models_connections_too(
+        make_gateway: GatewayFactory, model_server: ReplayModelServer) -> None:
+    """CONTEXT_SUMMARY_MODEL has connections of its own: a stopped gateway closes them as it
+    closes the main model's (left open, aiohttp reported them unclosed at exit)."""
+    h = await make_gateway(context_summary_model={
+        "provider": "openai", "model_name": "summariser", "base_url": model_server.openai_url,
+        "api_key": "sk-test-summary-0123456789"})
+    summariser = h.gateway.parts.runtime.loop.compressor
+    assert isinstance(summariser, ModelSummariser)
+    model_server.add(Reply("a short summary"))
+    assert await summariser.compress("long " * 4000, 50) == "a short summary"
+    assert model_server.requests[-1][1]["model"] == "summariser"
+    runner = model_server._runner
+    assert runner is not None and runner.server is not None
+    assert runner.server.connections, "the summariser keeps its connection alive"
+    await h.gateway.stop()
+    # Closed by the stop, not by the pool's 5 s keep-alive expiry.
+    async with asyncio.timeout(3):
+        while runner.server.connections:  # the model server sees them closed
+            await asyncio.sleep(0.02)
