@@ -12,7 +12,7 @@ import pytest
 
 from agent_core.models.replay import Reply
 from tests.integration.conftest import GatewayFactory, Harness
-from tests.integration.test_approvals import click, prompt_message
+from tests.integration.test_approvals import buttons_of, click, prompt_message, shown_text
 from tests.integration.test_slack import answers, event_body, mention, send
 from tests.integration.test_telegram import post, update
 from tests.mcp.conftest import EVERYTHING, FILESYSTEM, TIME, node_server
@@ -38,10 +38,10 @@ async def test_an_mcp_write_asks_approval_in_slack_and_lands_in_the_sandbox(
     await send(h, event_body(mention("write my notes down")))
     await h.wait_for(lambda: any(c.get("blocks") for c in h.slack.of("chat.postMessage")))
     prompt = prompt_message(h)
-    assert "files__write_file" in prompt["blocks"][0]["text"]["text"]
+    assert "files__write_file" in shown_text(prompt)
     assert sandbox_files(h, "notes.txt") == [], "nothing is written before the approval"
 
-    await click(h, prompt["blocks"][1]["elements"][0]["value"], "U1")
+    await click(h, buttons_of(prompt)[0]["value"], "U1")
     await h.wait_for(lambda: any(a["text"] == "Saved your notes." for a in answers(h)))
     [written] = sandbox_files(h, "notes.txt")
     assert written.read_text() == "Q3: 1.2M"
