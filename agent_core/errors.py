@@ -14,7 +14,10 @@ One root, three families kept apart::
     │   │   │   │                        retry_after, retryable), over HTTP or inside a 200
     │   │   │   │                        stream (in_stream: the status its type stands for)
     │   │   │   ├── ModelRateLimitError      a rate limit, after the backoff budget
-    │   │   │   └── ModelQuotaError          out of credit / quota (not retried)
+    │   │   │   ├── ModelQuotaError          out of credit / quota (not retried)
+    │   │   │   └── ModelModeratedError      the provider's moderation declined the input
+    │   │   │                                (OpenRouter's 403 "flagged"): the person is
+    │   │   │                                told, as for a content filter
     │   │   ├── ContextLengthError       the prompt is longer than the model accepts
     │   │   ├── ModelResponseError       a 2xx whose body is not what the API promises
     │   │   └── ModelPausedError         the provider kept pausing the turn (pause_turn)
@@ -152,6 +155,16 @@ class ModelQuotaError(ModelHTTPError):
 
     user_message = ("The model provider reports the account is out of credit or quota; "
                     "an operator should check the provider account.")
+
+    def __init__(self, status_code: int, body: str, **kw: Any) -> None:
+        kw["retryable"] = False
+        super().__init__(status_code, body, **kw)
+
+
+class ModelModeratedError(ModelHTTPError):
+    """A moderation layer in front of the model declined the request (OpenRouter answers
+    403 with ``metadata.reasons`` / ``flagged_input``): not the key's fault, and sending the
+    same input again meets the same filter. Another model may not sit behind one."""
 
     def __init__(self, status_code: int, body: str, **kw: Any) -> None:
         kw["retryable"] = False

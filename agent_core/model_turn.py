@@ -32,6 +32,7 @@ from .errors import (
     BudgetExceeded,
     ContextLengthError,
     ModelHTTPError,
+    ModelModeratedError,
     ModelOutputCutOff,
     ModelPausedError,
     RuntimeFailure,
@@ -55,6 +56,8 @@ SENT_FILES = "sent files"
 REFUSED = "The model declined to answer this request."
 #: The answer when the provider's content filter withheld the output.
 FILTERED = "The model provider's content filter withheld this answer."
+#: The answer when the provider's moderation declined the request itself.
+MODERATED = "The model provider's moderation declined this request."
 #: How many times a turn whose tool call was cut at the output limit is asked for again,
 #: each time with twice the limit.
 MAX_RAISES = 2
@@ -93,7 +96,8 @@ class ModelTurn:
 
         - end, tool_calls: parsed (``parser``; repaired by the model when so configured)
         - refusal: the refusal is the answer, marked (``report.refusal``, rule "refusal")
-        - content_filter: the person is told the provider withheld the answer
+        - content_filter (or the provider's moderation declining the request): the person is
+          told the provider withheld the answer
         - length: a tool call cut at the limit is never run nor repaired: the model is
           asked again with twice the limit (at most ``MAX_RAISES`` times, within the context
           window), then ModelOutputCutOff; a plain answer cut there is given as it is
@@ -104,6 +108,12 @@ class ModelTurn:
         for raised in range(MAX_RAISES + 1):
             try:
                 response = await self.call(run, max_tokens=limit)
+            except ModelModeratedError as exc:
+                log.info("the provider's moderation declined the request: %s", exc)
+                run.report.refusal = "content_filter"
+                return ModelResponse(model=self.model.name, stop="content_filter"), [
+                    AgentDecision(type="final_answer", content=MODERATED,
+                                  rule="content_filter")]
             except ModelHTTPError as exc:
                 if raised and exc.status_code == 400:  # the raised limit is refused
                     raise ModelOutputCutOff(cut_at, tools) from exc

@@ -182,6 +182,15 @@ DEEPSEEK_INSUFFICIENT_BALANCE = json.dumps({"error": {
 OPENROUTER_NO_CREDITS = json.dumps({"error": {
     "code": 402, "message": "Insufficient credits. Add more using https://openrouter.ai/credits"}})
 
+# OpenRouter, same page, "Moderation Errors": a 403 whose metadata names the reasons, the
+# flagged input, the provider and the model ("Your chosen model requires moderation and
+# your input was flagged").
+OPENROUTER_MODERATION = json.dumps({"error": {
+    "code": 403, "message": "meta-llama/llama-guard requires moderation on OpenAI. Your input "
+    "was flagged for \"violence/graphic\". No credits were charged.",
+    "metadata": {"reasons": ["violence/graphic"], "flagged_input": "how do I...",
+                 "provider_name": "OpenAI", "model_slug": "openai/gpt-4o"}}})
+
 # --- Anthropic Messages -------------------------------------------------------------------
 
 # anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/refusal_response.txt (commit

@@ -13,6 +13,9 @@ Structured fields first, then hints:
    the message; and words, only when the fields decide nothing ("exceeded your current
    quota", "credit balance is too low"). A rate limit whose text mentions billing (OpenAI's
    429 links to the billing page) stays a rate limit.
+
+A moderation layer's refusal (OpenRouter's 403 with ``metadata.reasons``) is read before
+the status: a 403 there is not the key's fault.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..errors import (
     ModelAuthError,
     ModelError,
     ModelHTTPError,
+    ModelModeratedError,
     ModelQuotaError,
     ModelRateLimitError,
 )
@@ -54,6 +58,8 @@ _RATE_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "rate_limite
                          "throttling", "throttling.ratequota", "too_many_requests"})
 _AUTH_CODES = frozenset({"authentication_error", "permission_error", "invalid_api_key"})
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+#: A moderation layer's refusal (OpenRouter's types; its 403 says so in ``metadata``).
+_MODERATION_CODES = frozenset({"content_policy_violation", "moderation", "flagged"})
 
 _CONTEXT_WORDS = re.compile(
     r"context[_ ]length|maximum context|context window|prompt is too long|too many tokens|"
@@ -90,6 +96,8 @@ class ErrorFacts:
     #: the message (in that order); None when nothing says.
     retry_after: float | None
     in_stream: bool
+    #: A moderation layer declined the input (its reasons, possibly empty), else None.
+    moderated: tuple[str, ...] | None = None
 
 
 def read_error(body: Any, *, status: int = 0, headers: Mapping[str, str] | None = None
@@ -119,7 +127,20 @@ def read_error(body: Any, *, status: int = 0, headers: Mapping[str, str] | None 
     retry_after = _header_delay(headers or {})
     if retry_after is None:
         retry_after = _detail_delay(err.get("details")) or _hint(message)
-    return ErrorFacts(status, kind, code, message, retry_after, in_stream)
+    return ErrorFacts(status, kind, code, message, retry_after, in_stream,
+                      _moderation(err, kind, code))
+
+
+def _moderation(err: dict[str, Any], kind: str, code: str) -> tuple[str, ...] | None:
+    """The reasons a moderation layer gave for declining the input (OpenRouter: a 403 whose
+    ``metadata`` has ``reasons`` and ``flagged_input``; a ``content_policy_violation`` /
+    ``moderation`` type), or None when the error is not a moderation block."""
+    meta = err.get("metadata")
+    flagged = isinstance(meta, dict) and ("reasons" in meta or "flagged_input" in meta)
+    if not flagged and not {kind, code} & _MODERATION_CODES:
+        return None
+    reasons = meta.get("reasons") if isinstance(meta, dict) else None
+    return tuple(str(r)[:80] for r in reasons[:10]) if isinstance(reasons, list) else ()
 
 
 def classify(facts: ErrorFacts, *, provider: str, url: str, body: str,
@@ -138,6 +159,10 @@ def classify(facts: ErrorFacts, *, provider: str, url: str, body: str,
     if names & _RATE_CODES:
         return ModelRateLimitError(status or 429, shown, message=(
             f"{provider!r} rate limit{where}{said}"), **common)
+    if facts.moderated is not None:
+        why = f" ({', '.join(facts.moderated)})" if facts.moderated else ""
+        return ModelModeratedError(status or 403, shown, message=(
+            f"{provider!r}'s moderation declined the request{why}{where}"), **common)
     if names & _AUTH_CODES or status in (401, 403):
         return ModelAuthError(provider, status or 401, key_setting=key_setting)
     if names & _CONTEXT_CODES or (status in (400, 413, 422)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent_core import TaskRequest, tool
-from agent_core.model_turn import FILTERED, REFUSED
+from agent_core.model_turn import FILTERED, MODERATED, REFUSED
 from agent_core.models.replay import Failure, ReplayModelServer, Reply, Verbatim
 from tests import provider_fixtures as fx
 
@@ -75,6 +75,21 @@ async def test_a_filtered_answer_says_so(stream: bool, make_loop: Any,
     assert (result.outcome, result.text) == ("answered", FILTERED)
     assert result.report.refusal == "content_filter"
     assert len(model_server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_input_the_providers_moderation_declined_is_answered_so_not_blamed_on_the_key(
+        stream: bool, make_loop: Any, model_server: ReplayModelServer) -> None:
+    """OpenRouter's 403 for flagged input is not a bad key: the person is told the
+    provider's moderation declined the request, once, and the same input is not re-sent."""
+    model_server.add(Verbatim(fx.OPENROUTER_MODERATION, status=403,
+                              content_type="application/json"))
+    loop, rec = make_loop([make_file], stream=stream)
+    result = await loop.run(request())
+    assert (result.outcome, result.text) == ("answered", MODERATED)
+    assert result.report.refusal == "content_filter"
+    assert len(model_server.requests) == 1
+    assert "LLM_API_KEY" not in str([e.payload for e in rec.events])
 
 
 @pytest.mark.parametrize(("provider", "cut"), [

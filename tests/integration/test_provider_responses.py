@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from agent_core.errors import (
+    ModelAuthError,
     ModelHTTPError,
+    ModelModeratedError,
     ModelPausedError,
     ModelQuotaError,
     ModelRateLimitError,
@@ -140,6 +142,30 @@ async def test_deepseek_out_of_resources_is_retried(
     model_server.add(failed, Reply("done"))
     assert (await make_model("openai").complete(request(stream))).text == "done"
     assert len(sleeps.delays) == 1
+
+
+@pytest.mark.parametrize("where", ["http", "stream"])
+async def test_openrouters_moderation_block_is_not_read_as_a_bad_key(
+        where: str, make_model: ModelFactory, model_server: ReplayModelServer) -> None:
+    if where == "http":
+        model_server.add(json_body(fx.OPENROUTER_MODERATION, 403))
+    else:  # OpenRouter sends an error met after the stream began as an SSE event
+        model_server.add(Verbatim(f"data: {fx.OPENROUTER_MODERATION}\n\n"))
+    with pytest.raises(ModelModeratedError) as err:
+        await make_model("openai").complete(request(stream=where == "stream"))
+    assert not isinstance(err.value, ModelAuthError)
+    assert (err.value.status_code, err.value.retryable) == (403, False)
+    assert "declined the request (violence/graphic)" in str(err.value)
+    assert "LLM_API_KEY" not in str(err.value)
+    assert len(model_server.requests) == 1
+
+
+async def test_a_plain_403_is_still_a_key_without_access(
+        make_model: ModelFactory, model_server: ReplayModelServer) -> None:
+    model_server.add(json_body(json.dumps({"error": {"code": 403, "message": "Forbidden"}}),
+                               403))
+    with pytest.raises(ModelAuthError, match="LLM_API_KEY"):
+        await make_model("openai").complete(request())
 
 
 async def test_a_rate_limit_mentioning_billing_is_retried_after_its_hint(
