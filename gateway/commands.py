@@ -23,6 +23,7 @@ from agent_core.budget import words as budget_words
 from agent_core.store import RedisConversationStore
 
 from .access import Roles
+from .forgetting import forget
 from .queue import WorkItem, WorkQueue
 from .scheduler import Job, Scheduler, place_of
 from .settings import GatewaySettings
@@ -100,7 +101,7 @@ class Commands:
                     return refusal
                 if await self.queue.is_busy(cid):
                     await self.queue.signal(cid, "stop")
-                await self.store.forget(cid)
+                await forget(self.store, self.settings.hermes_data_dir, cid)
                 return "Deleted everything this conversation had stored."
             case "schedule":
                 return await self._schedule(msg)

@@ -39,6 +39,7 @@ from .edits import Edits
 from .eventlog import EventLog
 from .execution import Execution
 from .feedback import Feedback
+from .forgetting import forget_files
 from .inbox import Inbox
 from .interactions import Interactions
 from .live import LiveReplies
@@ -275,8 +276,11 @@ class Gateway:
             stack.push_async_callback(repeating(refresh, GAUGE_REFRESH, "live gauges").stop)
         if settings.conversation_ttl > 0:
             ttl = settings.conversation_ttl
-            sweep = repeating(lambda: opened.store.sweep_idle(ttl),
-                              min(3600.0, max(10.0, ttl / 10)), "idle sweep")
+            async def sweep_idle() -> None:
+                for cid in await opened.store.sweep_idle(ttl):
+                    await forget_files(settings.hermes_data_dir, cid)
+
+            sweep = repeating(sweep_idle, min(3600.0, max(10.0, ttl / 10)), "idle sweep")
             stack.push_async_callback(sweep.stop)
         return Parts(opened, runtime, queue, eventlog, audit, deliverer, scheduler, router,
                      approvals, channels, workers, inbox, console, bus, workflow_store,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import stat
 import unicodedata
 from dataclasses import dataclass
@@ -95,11 +96,31 @@ class Sandbox:
             return handle.read()
 
 
+#: A conversation id as one folder name, one to one: ``:`` (in every id) reads as ``_``, and
+#: so ``_`` itself, ``/`` and ``%`` are escaped (``api:bob:x_y`` and ``api:bob_x:y`` were
+#: one folder when both separators became ``_``, and one conversation read the other's).
+_FOLDER = str.maketrans({"%": "%25", "_": "%5F", "/": "%2F", ":": "_"})
+
+
+def conversation_dir(data_dir: Path, conversation_id: str) -> Path:
+    """The folder of a conversation's files: its tasks' sandboxes and its inbox."""
+    return Path(data_dir).joinpath("sandboxes", conversation_id.translate(_FOLDER))
+
+
 def sandbox_dir(data_dir: Path, conversation_id: str, task_id: str) -> Path:
     """Where a task's sandbox lives: under the data directory, one folder per
     conversation, one per task within it."""
-    safe = conversation_id.replace("/", "_").replace(":", "_")
-    return Path(data_dir).joinpath("sandboxes", safe, task_id)  # one parse, not three
+    return conversation_dir(data_dir, conversation_id) / task_id
+
+
+def remove_conversation_files(data_dir: Path, conversation_id: str) -> bool:
+    """Delete every file of a conversation on this host (forgetting it): whether there
+    were any. Links inside are removed, never followed."""
+    folder = conversation_dir(data_dir, conversation_id)
+    if not folder.exists():
+        return False
+    shutil.rmtree(folder, ignore_errors=True)  # rmtree unlinks symlinks, never follows them
+    return True
 
 
 def inbox_dir(data_dir: Path, conversation_id: str) -> Path:

@@ -9,6 +9,7 @@ from agent_core import PAUSED, TERMINAL, TaskState
 from agent_core.store import CONVERSATION_ID
 from agent_core.task import ACTIVE
 
+from ..forgetting import forget
 from ..inbox import SENT_FILES
 from ..openapi import MAX_HISTORY
 from ._http import GATEWAY, bad, caller_of, number, visible
@@ -65,10 +66,10 @@ def _message(state: TaskState, role: str, text: str, at: float) -> dict[str, obj
 
 
 async def forget_conversation(request: web.Request) -> web.Response:
-    """Delete everything a conversation stored (a user's "forget me")."""
+    """Delete everything a conversation stored, its files too (a user's "forget me")."""
     gateway = request.app[GATEWAY]
     cid = conversation_in_path(request)
-    deleted = await gateway.parts.opened.store.forget(cid)
+    deleted = await forget(gateway.parts.opened.store, gateway.settings.hermes_data_dir, cid)
     return web.json_response({"conversation_id": cid, "deleted_keys": deleted})
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.models.replay import Reply
+from agent_core.tools.sandbox import conversation_dir, inbox_dir
 from tests.integration import fixture_files as files
 from tests.integration.conftest import GatewayFactory, Harness, api_key, bearer
 
@@ -35,8 +36,7 @@ async def sent(h: Harness, headers: dict[str, str], conversation: str,
 
 
 def inbox(h: Harness, conversation: str) -> Path:
-    return Path(h.settings.hermes_data_dir) / "sandboxes" / conversation.replace(":", "_") \
-        / "inbox"
+    return inbox_dir(Path(h.settings.hermes_data_dir), conversation)
 
 
 async def test_the_conversation_lists_and_serves_its_files_as_downloads(
@@ -146,3 +146,34 @@ async def test_the_history_lists_the_files_each_message_carried(
     assert refused["name"] == "big.txt" and refused["size"] == 3000
     assert "HERMES_MAX_FILES_MB_PER_DAY" in refused["note"]
     assert "files" not in answer and "files" not in second
+
+
+async def test_principals_whose_names_run_together_never_share_a_folder(
+        make_gateway: GatewayFactory) -> None:
+    """``api:bob:x_y`` and ``api:bob_x:y`` were one folder on disk (both separators became
+    ``_``): Bob, naming his conversation so, listed and read Bob X's files."""
+    h = await make_gateway(hermes_api_keys=[api_key("bob"), api_key("bob_x")])
+    await sent(h, bearer("bob_x"), "y", part("secret.txt", SECRET))
+    mine = "/agent/conversations/api:bob:x_y/files"
+    await sent(h, BOB, "x_y", part("bob.txt", b"mine"))
+    listing = await h.client.get(mine, headers=BOB)
+    assert [f["name"] for f in (await listing.json())["files"]] == ["bob.txt"]
+    assert (await h.client.get(f"{mine}/secret.txt", headers=BOB)).status == 404
+    theirs = await h.client.get("/agent/conversations/api:bob_x:y/files/secret.txt",
+                                headers=bearer("bob_x"))
+    assert await theirs.read() == SECRET
+
+
+async def test_forgetting_a_conversation_deletes_its_files(
+        make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(hermes_api_keys=[api_key("alice")])
+    await sent(h, ALICE, "plans", part("secret.txt", SECRET))
+    await sent(h, ALICE, "other", part("keep.txt", b"keep"))
+    folder = conversation_dir(Path(h.settings.hermes_data_dir), "api:alice:plans")
+    assert (folder / "inbox" / "secret.txt").exists()
+    gone = await h.client.delete("/agent/conversations/api:alice:plans", headers=ALICE)
+    assert gone.status == 200
+    assert not folder.exists(), "the inbox and the tasks' sandboxes went with it"
+    listing = await h.client.get("/agent/conversations/api:alice:plans/files", headers=ALICE)
+    assert (await listing.json())["files"] == []
+    assert (inbox(h, "api:alice:other") / "keep.txt").exists(), "only that conversation's"
