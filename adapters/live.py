@@ -71,6 +71,9 @@ class Display:
     #: append.
     plan: str = ""
     plan_new: bool = False
+    #: The task's first sign of life was a step (a tool), not text: a stream shows its
+    #: steps as a plan; one that began writing, as a timeline.
+    began_with_steps: bool = False
 
 
 class LiveChannel(Channel):
@@ -129,9 +132,11 @@ class LiveChannel(Channel):
         raise NotImplementedError
 
     async def stop_stream(self, ref: dict[str, Any], message: OutboundMessage, *,
-                          rest: str | None, tag: Tag) -> None:
+                          rest: str | None, tag: Tag, display: Display | None = None) -> None:
         """End the stream at ``ref``: ``rest`` is the text still to add to it (None: it
-        is ended as it is); the last part's buttons and ``tag`` go with it."""
+        is ended as it is); ``display``'s changes since the last append (a tool that
+        finished, a plan pinned, as the answer came) and the last part's buttons and
+        ``tag`` go with it."""
         raise NotImplementedError
 
     @abc.abstractmethod

@@ -84,6 +84,11 @@ def _plan_chunk(display: Display) -> list[dict[str, Any]]:
     return [{"type": "plan_update", "title": slack_escape(display.plan)[:256]}]
 
 
+def _changes(display: Display) -> list[dict[str, Any]]:
+    """The chunks of what changed since the stream's last append: the plan, the steps."""
+    return _plan_chunk(display) + [step_chunk(s) for s in display.steps_new]
+
+
 class SlackOutbound:
     """The outbound half of ``SlackChannel``: its Web API calls, paced, failures sorted."""
 
@@ -203,7 +208,8 @@ class SlackOutbound:
                 recipient_user_id=target.get("user"),
                 markdown_text=slack_escape(display.delta) or None,
                 chunks=chunks or None,
-                task_display_mode="plan" if chunks and not display.delta else "timeline")
+                task_display_mode="plan" if chunks and display.began_with_steps
+                else "timeline")
         else:
             response = await self._call(
                 "chat_postMessage", {f"slack:{channel}": 1.0}, channel=channel,
@@ -221,7 +227,7 @@ class SlackOutbound:
             raise DeliveryError("slack: held back by a rate limit", retryable=True,
                                 code="paced")
         if mode == "stream":
-            chunks = _plan_chunk(display) + [step_chunk(s) for s in display.steps_new]
+            chunks = _changes(display)
             if not display.delta and not chunks:
                 return
             await self._call("chat_appendStream", {key: 0.0}, channel=ref["channel"],
@@ -240,13 +246,14 @@ class SlackOutbound:
         return f"{WORKING}\n{display.line}" if display.line else WORKING
 
     async def stop_stream(self, ref: dict[str, Any], message: OutboundMessage, *,
-                          rest: str | None, tag: Tag) -> None:
+                          rest: str | None, tag: Tag, display: Display | None = None) -> None:
         parts = self.split(message)
         blocks = [feedback_block(tag.delivery)] if (
             self.feedback and len(parts) == 1 and message.kind == "answer"
             and message.task_id) else None
         await self._call("chat_stopStream", {}, channel=ref["channel"], ts=ref["ts"],
                          markdown_text=slack_escape(rest or "") or None, blocks=blocks,
+                         chunks=_changes(display) if display else None,
                          metadata=delivery_metadata(tag))
 
     async def edit(self, ref: dict[str, Any], message: OutboundMessage, part: int, *,

@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     llm_max_concurrency: int = Field(
         0, ge=0, description="model calls in flight at once per process and model (0: no "
         "limit); the rest wait their turn, which LLM_TIMEOUT does not count")
-    llm_stream: bool = False
+    llm_stream: bool = True
     llm_native_tools: bool = True
     llm_context_tokens: int = Field(32_000, ge=512)
     llm_fallbacks: list[ModelSpec] = Field(default_factory=list)

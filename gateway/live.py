@@ -153,6 +153,8 @@ class LiveReply(ReplyEnd):
         #: retry started the answer over); the answer will replace it.
         self.frozen = False
         self.new_turn = False
+        #: Text or a step has come (the first of them says how a stream shows its steps).
+        self.started = False
         self.steps: dict[str, Step] = {}
         self.changed: dict[str, Step] = {}
         self.line: str | None = THINKING
@@ -219,6 +221,7 @@ class LiveReply(ReplyEnd):
             case EventType.CONTEXT_UPDATED:
                 self.new_turn = True  # a model call starts: its text is the new text
             case EventType.MODEL_DELTA if p.get("text"):
+                self.started = True
                 if self.new_turn:
                     self.new_turn = False
                     if self.record.mode != "stream":
@@ -235,6 +238,8 @@ class LiveReply(ReplyEnd):
                     else "complete" if event.type == EventType.TOOL_FINISHED else "error"
                 step = Step(call, str(p.get("tool")), done)
                 self.steps[call] = self.changed[call] = step
+                if not self.started:
+                    self.started = self.display.began_with_steps = True
         line = describe(event)
         if line is not None:
             self.display.line = line
@@ -292,6 +297,7 @@ class LiveReply(ReplyEnd):
         if record.mode == "final" or record.phase != "live":
             return False
         delta, steps = self.pending, list(self.changed.values())
+        plan = self.display.plan if self.display.plan_new else None
         shown = (self.display.text, self.display.line, self.display.plan)
         quiet = not delta and not steps and not self.display.plan_new
         if (record.mode == "stream" and quiet) or \
@@ -301,7 +307,7 @@ class LiveReply(ReplyEnd):
         self.display.steps_new = steps
         if record.ref is None and record.mode != "draft":
             if await self._open():
-                self._sent(delta, steps)
+                self._sent(delta, steps, plan)
                 self.last_shown = shown
             return True
         try:
@@ -326,12 +332,14 @@ class LiveReply(ReplyEnd):
                 await self.save()
             log.info("live update of %s dropped: %s", record.delivery, exc)
             return True
-        self._sent(delta, steps)
+        self._sent(delta, steps, plan)
         self.last_shown = shown
         return True
 
-    def _sent(self, delta: str, steps: list[Step]) -> None:
-        self.display.plan_new = False
+    def _sent(self, delta: str, steps: list[Step], plan: str | None) -> None:
+        """What went out is no longer pending; what came while it went still is."""
+        if plan is not None and self.display.plan == plan:
+            self.display.plan_new = False
         self.streamed += delta
         self.pending = self.pending[len(delta):]
         for step in steps:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import OutboundMessage
 from adapters.errors import DeliveryError
-from adapters.live import LIVE_PART, LiveChannel, Primitive, Tag
+from adapters.live import LIVE_PART, Display, LiveChannel, Primitive, Step, Tag
 
 from .delivery import GaveUp, Posting, Sent
 from .live_record import ReplyRecord
@@ -40,6 +40,10 @@ class ReplyEnd:
     streamed: str
     frozen: bool
     line: str | None
+    #: What the live message shows, and the steps changed since its last update (they and
+    #: a new plan go with its stop).
+    display: Display
+    changed: dict[str, Step]
 
     async def save(self) -> None:
         raise NotImplementedError
@@ -98,7 +102,9 @@ class ReplyEnd:
             rest is not None
         if record.mode == "stream":
             try:
-                await self.channel.stop_stream(ref, message, rest=rest, tag=tag)
+                self.display.steps_new = list(self.changed.values())
+                await self.channel.stop_stream(ref, message, rest=rest, tag=tag,
+                                               display=self.display)
             except DeliveryError as exc:
                 log.info("stopping the stream of %s: %s", record.delivery, exc)
                 clean = await self._stop_again(message, ref, rest, exc)

@@ -15,7 +15,8 @@ from agent_core.models.replay import Reply
 from agent_core.tools.sandbox import sandbox_dir
 from tests.integration.conftest import GatewayFactory, Harness
 from tests.integration.planting_tools import GENUINE
-from tests.integration.test_slack import answers, event_body, mention, send
+from tests.integration.test_files import said
+from tests.integration.test_slack import event_body, mention, send
 from tests.integration.test_telegram import post, update
 
 SECRET = b"TOP-SECRET-deploy-key-8d1f0c"
@@ -69,7 +70,9 @@ async def test_a_linked_attachment_is_not_uploaded_to_slack(
     assert h.slack is not None
     _plant(h, secret if link_to == "file" else secret.parent)
     await send(h, event_body(mention("charts please")))
-    await h.wait_for(lambda: any(a["text"] == "Charts are up." for a in answers(h)))
+    # The chart is shared as the tool makes it, beside the answer (streamed or posted).
+    await h.wait_for(lambda: said(h, "Charts are up.") and bool(h.slack.uploads))  # type: ignore[union-attr]
+    await h.wait_idle()
     assert list(h.slack.uploads.values()) == [GENUINE], "only the genuine chart"
     assert SECRET.decode() not in json.dumps(h.slack.calls, default=repr)
 

@@ -26,8 +26,10 @@ def answers(h: Harness) -> list[dict[str, Any]]:
 
 
 def said(h: Harness, text: str) -> bool:
-    """Whether ``text`` was posted."""
-    return any(c.get("text") == text for c in answers(h))
+    """Whether a person sees ``text`` as a whole message (posted, edited or streamed)."""
+    assert h.slack is not None
+    return any(m.shown() == text and not m.streaming and not m.deleted
+               for messages in h.slack.messages.values() for m in messages.values())
 
 
 def user_content(h: Harness, request: int = 0) -> Any:

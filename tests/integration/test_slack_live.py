@@ -84,7 +84,7 @@ async def test_a_posted_answer_shows_once_whatever_the_post_met(
     """No stream (nothing was streamed), so the answer is posted: after a 429 it is posted
     again (Slack did not take it), after a timeout or a lost answer it is looked for by its
     delivery id first (conversations.replies) and posted only if it is not there."""
-    h = await make_gateway(slack=True, slack_progress="off", slack_timeout=1)
+    h = await make_gateway(slack=True, llm_stream=False, slack_progress="off", slack_timeout=1)
     assert h.slack is not None
     h.model.add(Reply(ANSWER))
     h.slack.inject("chat.postMessage", failure, retry_after=1)  # type: ignore[arg-type]
@@ -104,7 +104,7 @@ async def test_where_history_cannot_be_read_a_second_copy_says_it_may_repeat(
         make_gateway: GatewayFactory) -> None:
     """Without the history scope the gateway cannot rule a copy out: it posts again, and
     that copy says it may repeat an earlier message."""
-    h = await make_gateway(slack=True, slack_progress="off")
+    h = await make_gateway(slack=True, llm_stream=False, slack_progress="off")
     assert h.slack is not None
     h.model.add(Reply(ANSWER))
     h.slack.refuse("conversations.replies", "missing_scope")
@@ -311,3 +311,63 @@ async def test_reaction_progress_is_added_once_and_taken_off(
     added, removed = h.slack.of("reactions.add"), h.slack.of("reactions.remove")
     assert len(added) == 1 and len(removed) == 1
     assert added[0]["timestamp"] == removed[0]["timestamp"] == event["ts"]
+
+
+
+def stream_steps(h: Harness) -> dict[str, str]:
+    """Each step's status as the stream's calls leave it."""
+    assert h.slack is not None
+    calls = [p for m, p in h.slack.calls
+             if m in ("chat.startStream", "chat.appendStream", "chat.stopStream")]
+    return {c["id"]: c["status"] for p in calls for c in p.get("chunks") or []
+            if c.get("type") == "task_update"}
+
+
+@pytest.mark.parametrize("says_first", [False, True])
+async def test_a_streamed_answer_ends_with_every_step_it_showed_finished(
+        make_gateway: GatewayFactory, says_first: bool) -> None:
+    """A task that begins with a tool shows its steps as a plan, one that begins writing as
+    a timeline; either way a tool that finished just before the answer came is shown
+    finished by the time the stream stops (the answer came whole, so only the stop can
+    carry it)."""
+    h = await make_gateway(slack=True, llm_stream=True)
+    assert h.slack is not None
+    call = [{"name": "calc_growth_rate", "arguments": {"current": 112, "previous": 100}}]
+    h.model.add(Reply("Let me work that out." if says_first else "", tool_calls=call),
+                Reply("Growth was 12%."))
+    event = mention("how much did we grow?")
+    await send(h, event_body(event))
+    await h.wait_for(lambda: any(m.shown() == "Growth was 12%." and not m.streaming
+                                 for m in visible(h, event["ts"])))
+    await h.wait_idle()
+    [start] = h.slack.of("chat.startStream")
+    assert start["task_display_mode"] == ("timeline" if says_first else "plan")
+    steps = stream_steps(h)
+    assert steps and set(steps.values()) == {"complete"}, h.slack.calls
+    assert len(visible(h, event["ts"])) == 1
+
+
+async def test_a_plan_the_agent_pins_is_the_streams_title(
+        make_gateway: GatewayFactory) -> None:
+    """A task long enough to be replanned shows the plan's first line as the stream's plan
+    title, beside its steps."""
+    h = await make_gateway(slack=True, llm_stream=True, agent_replan_every=2)
+    assert h.slack is not None
+
+    def growth(now: int) -> Reply:
+        return Reply.call("calc_growth_rate", {"current": now, "previous": 100})
+
+    h.model.add(growth(112), growth(120),
+                Reply("Goal: <!here> growth of two quarters\nDone: Q2, Q3\nRemaining: answer"),
+                Reply("Q2 grew 12%, Q3 20%."))
+    event = mention("growth in Q2 and Q3?")
+    await send(h, event_body(event))
+    await h.wait_for(lambda: any(m.shown() == "Q2 grew 12%, Q3 20%." and not m.streaming
+                                 for m in visible(h, event["ts"])))
+    await h.wait_idle()
+    calls = [p for m, p in h.slack.calls
+             if m in ("chat.startStream", "chat.appendStream", "chat.stopStream")]
+    plans = [c["title"] for p in calls for c in p.get("chunks") or []
+             if c.get("type") == "plan_update"]
+    assert plans == ["Goal: &lt;!here&gt; growth of two quarters"]
+    assert len(stream_steps(h)) == 2 and calls[0]["task_display_mode"] == "plan"

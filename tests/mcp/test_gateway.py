@@ -85,7 +85,8 @@ def test_the_tools_command_lists_mcp_tools_and_servers(tmp_path: Path) -> None:
 
 async def test_an_mcp_image_is_shared_in_the_slack_thread_before_the_answer(
         make_gateway: GatewayFactory) -> None:
-    h = await make_gateway(slack=True, hermes_mcp_servers={"every": EVERY})
+    # Posted, not streamed: the order of the share and the answer is what is checked.
+    h = await make_gateway(slack=True, llm_stream=False, hermes_mcp_servers={"every": EVERY})
     assert h.slack is not None
     h.model.add(IMAGE, Reply("Here is the logo."))
     await send(h, event_body(mention("show me the logo", message_ts="1700000000.000100")))
