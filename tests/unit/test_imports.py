@@ -63,6 +63,17 @@ def test_a_slack_gateway_does_not_import_python_telegram_bot_nor_a_telegram_one_
     assert not {"slack_bolt", "slack_sdk"} & loaded("import adapters.telegram")
 
 
+def test_a_slack_channel_is_built_without_reading_source_files() -> None:
+    """bolt names an app it is not given a name for after its caller's file, from
+    inspect.stack(), which reads every file on the stack into linecache (~0.4 MB, kept;
+    attrs keeps its generated methods' text there, which are not files)."""
+    loaded("import linecache\nfrom adapters.slack import SlackChannel\n"
+           "async def ingest(msg): raise AssertionError\n"
+           "SlackChannel(bot_token='xoxb-test-0123456789', signing_secret='s', ingest=ingest)\n"
+           "read = [f for f in linecache.cache if not f.startswith('<')]\n"
+           "assert not read, read[:5]")
+
+
 def test_the_telegram_channel_loads_python_telegram_bot_without_its_application() -> None:
     modules = loaded("from agent_core.lean import skip_httpx_cli\nskip_httpx_cli()\n"
                      "import adapters.telegram, sys\n"
