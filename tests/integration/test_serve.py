@@ -188,23 +188,29 @@ async def test_each_process_keeps_its_live_gauges_current_between_scrapes(
     await model.start()
     gateway = Serve(tmp_path, model, "--processes", "2")
 
-    def active() -> float:
+    def sample(name: str, **labels: str) -> float:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(tmp_path / "metrics" / str(gateway.port)))
-        return registry.get_sample_value("hermes_active_conversations") or 0.0
+        return registry.get_sample_value(name, labels) or 0.0
 
-    async def until(value: float) -> None:
+    def active() -> float:
+        return sample("hermes_active_conversations")
+
+    async def until(value: float, read: Callable[[], float] = active) -> None:
         for _ in range(300):
-            if active() == value:
+            if read() == value:
                 return
             await asyncio.sleep(0.05)
-        pytest.fail(f"hermes_active_conversations never read {value}: {active()}")
+        pytest.fail(f"never read {value}: {read()}")
 
     try:
         async with aiohttp.ClientSession() as http:
             await gateway.ready(http)
         await gateway.send("held", "take your time", callback_server["url"])
         await until(1.0)  # while the model takes its 5 s
+        # The request itself, counted in the process's file within a second or so.
+        await until(1.0, lambda: sample("hermes_http_requests_total", route="/webhook/{source}",
+                                        method="POST", status="202"))
         assert await answers(callback_server, 1) == ["done"]
         await until(0.0)
         assert await gateway.stop() == 0, gateway.log.read_text()
