@@ -93,8 +93,12 @@ class SlackChannel(SlackOutbound, LiveChannel):
         self.file_hosts = SLACK_FILE_HOSTS | {host_of(api_url)}
         # Without a signing secret only Socket Mode is open: handle() refuses HTTP requests.
         self.signing_secret = signing_secret
+        # Named: without a name, bolt names the app after its caller's file from
+        # inspect.stack(), which reads the source of every file on the stack (~0.4 MB kept
+        # in linecache for the life of the process).
         self.app = AsyncApp(
-            client=self.client, signing_secret=signing_secret or "socket-mode-only",
+            name="hermes-gateway", client=self.client,
+            signing_secret=signing_secret or "socket-mode-only",
             process_before_response=True,
             request_verification_enabled=signing_secret is not None)
         self.app_token = app_token

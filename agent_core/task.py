@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._json import dumps
 from .budget.base import Overrun
 from .ids import new_id
 from .messages import Message, Part, ToolCall
@@ -173,6 +174,18 @@ class TaskState(BaseModel):
         """Replace the pending calls."""
         self.pending_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments}
                               for c in calls]
+
+
+def queued_json(*, task_id: str, conversation_id: str, user_id: str, instruction: str,
+                extra: dict[str, Any], now: float | None = None) -> bytes:
+    """The JSON of a new task's "queued" state, as the gateway stores it for every message
+    it queues: the TaskState (trace id: the task's id; no role or permissions yet, the
+    worker decides them) that ``TaskState.model_validate_json`` reads back, written
+    without building one (~0.5 against ~5 us: building the model and writing it)."""
+    now = time.time() if now is None else now
+    return dumps({"task_id": task_id, "trace_id": task_id, "conversation_id": conversation_id,
+                  "user_id": user_id, "role": "", "permissions": [], "instruction": instruction,
+                  "extra": extra, "status": "queued", "created_at": now, "updated_at": now})
 
 
 @dataclass(slots=True)

@@ -9,18 +9,25 @@ burst goes to connections opened beforehand, and the gateway's CPU is read from
 ``/proc/<pid>/task/*/schedstat`` (nanoseconds; ``/proc/<pid>/stat`` counts 10 ms ticks,
 about one whole burst) just before the first request and just after the last ack.
 The gateway runs one worker and no model, so the tasks the burst queues are answered
-"no model configured", mostly after the burst. ``--floor`` measures the same bursts
-against a server that only answers 202, on uvloop as ``serve`` runs: ``app``, an aiohttp
-application (router, request and response objects, as the gateway's); ``lowlevel``,
-aiohttp's low-level ``web.Server`` (no application, no router); ``raw``, an
-``asyncio.Protocol`` that finds each request's end by its Content-Length and writes a
-prepared response (no HTTP library: what the event loop and the kernel cost alone, a
-measuring device, not a server).
+"no model configured", after the burst: a worker claims nothing while ingests wait for
+the store (``WorkQueue.quiet``).
 
-    .venv/bin/python bench/ingest_burst.py [--bursts 21] [--size 200]
-                                           [--floor [app|lowlevel|raw]]
+The floor is the same bursts against a server that only answers 202, on uvloop as
+``serve`` runs: ``app`` (the default), an aiohttp application (router, request and
+response objects, as the gateway's); ``lowlevel``, aiohttp's low-level ``web.Server`` (no
+application, no router); ``raw``, an ``asyncio.Protocol`` that finds each request's end by
+its Content-Length and writes a prepared response (no HTTP library: what the event loop
+and the kernel cost alone, a measuring device, not a server). The gateway and the floor
+take turns, ``--runs`` of each (which goes first alternates), each a fresh process
+sent ``--bursts`` bursts; a run's figure is the median over its bursts after the first
+(whose requests meet cold code), and the figures printed are the medians over the runs,
+and their ratios: the gateway's to the floor's (issue 46's targets: CPU per request and
+ack p99 both <= 1.5x the ``app`` floor's).
 
-Prints medians over the bursts after the first (its requests meet cold code).
+    .venv/bin/python bench/ingest_burst.py [--runs 3] [--bursts 11] [--size 200]
+                                           [--floor app|lowlevel|raw] [--only SERVER]
+
+``--only gateway`` (or ``app``, ``lowlevel``, ``raw``) measures one server, no ratio.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gateway_load import _NULL_SERVER, _UVLOOP, SECRET, RawHTTP, percentile
@@ -152,7 +160,22 @@ async def burst(pid: int, port: int, n: int, size: int) -> tuple[float, list[flo
     return used / size, list(acks)
 
 
-async def main(bursts: int, size: int, floor: str | None, port: int) -> None:
+#: The targets (issue 46): the gateway's figure over the ``app`` floor's, measured beside it.
+CPU_TARGET = 1.5
+P99_TARGET = 1.5
+
+
+@dataclass(frozen=True)
+class Run:
+    """One server's figures in one run: medians over its bursts after the first."""
+
+    cpu: float  # seconds of CPU per request
+    p50: float
+    p99: float
+
+
+async def one_run(floor: str | None, bursts: int, size: int, port: int) -> Run:
+    """A fresh server (``floor``, or the gateway for None) sent ``bursts`` bursts."""
     data = Path(tempfile.mkdtemp(prefix="hermes-burst-"))
     server = start_server(floor, port, data)
     try:
@@ -168,21 +191,59 @@ async def main(bursts: int, size: int, floor: str | None, port: int) -> None:
     finally:
         server.terminate()
         server.wait(20)
-    what = f"{FLOORS[floor][0]} (uvloop)" if floor else "gateway, 1 worker, no model"
-    print(f"{what}: {bursts - 1} bursts of {size} first messages on open connections "
-          "(medians, first burst left out)")
-    print(f"  CPU per request  {statistics.median(cpu[1:]) * 1e6:7.1f} us   "
-          f"(first burst {cpu[0] * 1e6:.1f} us)")
-    print(f"  ack              p50 {statistics.median(p50[1:]) * 1000:6.2f} ms   "
-          f"p99 {statistics.median(p99[1:]) * 1000:6.2f} ms")
+    return Run(statistics.median(cpu[1:]), statistics.median(p50[1:]),
+               statistics.median(p99[1:]))
+
+
+def describe(name: str, runs: list[Run]) -> str:
+    cpu = " / ".join(f"{r.cpu * 1e6:.1f}" for r in runs)
+    p99 = " / ".join(f"{r.p99 * 1000:.1f}" for r in runs)
+    return (f"{name}\n"
+            f"  CPU per request  {statistics.median(r.cpu for r in runs) * 1e6:7.1f} us"
+            f"   (runs: {cpu})\n"
+            f"  ack p50          {statistics.median(r.p50 for r in runs) * 1000:7.2f} ms\n"
+            f"  ack p99          {statistics.median(r.p99 for r in runs) * 1000:7.2f} ms"
+            f"   (runs: {p99})")
+
+
+async def main(*, runs: int, bursts: int, size: int, floor: str, only: str | None,
+               port: int) -> None:
+    servers: list[str] = [only] if only else ["gateway", floor]
+    found: dict[str, list[Run]] = {name: [] for name in servers}
+    for n in range(runs):
+        for name in (servers if n % 2 == 0 else servers[::-1]):
+            found[name].append(await one_run(None if name == "gateway" else name,
+                                             bursts, size, port))
+    print(f"{runs} run(s) of each server, taking turns; a run: {bursts - 1} bursts of "
+          f"{size} first messages on open connections (medians, first burst left out); "
+          "figures: medians over the runs")
+    for name in servers:
+        what = "gateway, 1 worker, no model" if name == "gateway" \
+            else f"{FLOORS[name][0]} (uvloop)"
+        print(describe(what, found[name]))
+    if only:
+        return
+    gateway, base = found["gateway"], found[floor]
+    cpu = statistics.median(r.cpu for r in gateway) / statistics.median(r.cpu for r in base)
+    p99 = statistics.median(r.p99 for r in gateway) / statistics.median(r.p99 for r in base)
+    pairs = " / ".join(f"{g.cpu / f.cpu:.2f}" for g, f in zip(gateway, base, strict=True))
+    print(f"gateway / {floor} floor\n"
+          f"  CPU per request  {cpu:7.2f}x   (each run's pair: {pairs})"
+          + (f"   target <= {CPU_TARGET}" if floor == "app" else "") + "\n"
+          f"  ack p99          {p99:7.2f}x"
+          + (f"   target <= {P99_TARGET}" if floor == "app" else ""))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bursts", type=int, default=21)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each server")
+    parser.add_argument("--bursts", type=int, default=11, help="bursts in a run")
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--port", type=int, default=18991)
-    parser.add_argument("--floor", nargs="?", const="app", choices=sorted(FLOORS),
-                        help="a do-nothing server instead of the gateway (default: app)")
+    parser.add_argument("--floor", default="app", choices=sorted(FLOORS),
+                        help="the do-nothing server measured beside the gateway")
+    parser.add_argument("--only", choices=["gateway", *sorted(FLOORS)],
+                        help="measure this server alone")
     args = parser.parse_args()
-    asyncio.run(main(args.bursts, args.size, args.floor, args.port))
+    asyncio.run(main(runs=args.runs, bursts=args.bursts, size=args.size, floor=args.floor,
+                     only=args.only, port=args.port))

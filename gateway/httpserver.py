@@ -65,8 +65,10 @@ class GuardedHandler(RequestHandler):
 
     def data_received(self, data: bytes) -> None:
         if self._head_timer is None and not getattr(self, "_request_in_progress", False) \
-                and not self._upgraded:
-            # The first bytes of a head: the whole of it is due by the deadline.
+                and not self._upgraded and b"\r\n\r\n" not in data:
+            # The first bytes of a head, not all of it: the rest is due by the deadline. (A
+            # head that came whole, as almost every one does, needs no timer: one less
+            # to set and cancel per request.)
             self._head_timer = self._loop.call_later(self._head_timeout, self._too_slow)
         parsed = self._request_count
         super().data_received(data)

@@ -42,6 +42,10 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: The environment variable prometheus_client reads at import for multiprocess mode.
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
+#: Seconds between two flushes of the requests' counts and durations into their metrics
+#: (``Metrics.flush``): what another process's scrape may miss of this one's, at most.
+FLUSH_EVERY = 1.0
+
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -146,6 +150,13 @@ class Metrics:
         self._spent_usd = _Children(self.spent_usd)
         self._prompt_tokens = self.tokens.labels("prompt")
         self._completion_tokens = self.tokens.labels("completion")
+        #: HTTP requests answered since the last ``flush``, by (route, method, status), and
+        #: their durations by route: kept in plain Python, handed to the two metrics above at
+        #: each scrape and every :data:`FLUSH_EVERY` seconds. Counted into them directly,
+        #: they cost ~12 us a request in a burst of 200 webhooks (their locks and bucket
+        #: search, on the way to every acknowledgement), ~1.3 us a request in a loop at flush.
+        self._answered: dict[tuple[str, str, str], int] = {}
+        self._timed: dict[str, list[float]] = {}
 
     # --- the event bus -------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -215,13 +226,31 @@ class Metrics:
 
     # --- HTTP ----------------------------------------------------------------------------
     def request_done(self, request: web.Request, status: int, started: float) -> None:
-        """Count and time one answered request (``started``: its ``time.perf_counter()``)."""
+        """Count and time one answered request (``started``: its ``time.perf_counter()``);
+        in the metrics from the next ``flush``."""
         seconds = time.perf_counter() - started
         route = request.match_info.route.resource
         # Any method on any path is counted as one "unmatched" route, never by its path.
         template = "unmatched" if route is None else route.canonical
-        self._request(template, request.method, str(status)).inc()
-        self._request_seconds(template).observe(seconds)
+        key = (template, request.method, str(status))
+        self._answered[key] = self._answered.get(key, 0) + 1
+        timed = self._timed.get(template)
+        if timed is None:
+            self._timed[template] = [seconds]
+        else:
+            timed.append(seconds)
+
+    def flush(self) -> None:
+        """Hand the requests answered since the last flush to their metrics (every scrape
+        does, and the gateway every :data:`FLUSH_EVERY` seconds and as it stops)."""
+        answered, self._answered = self._answered, {}
+        timed, self._timed = self._timed, {}
+        for key, count in answered.items():
+            self._request(*key).inc(count)
+        for template, durations in timed.items():
+            histogram = self._request_seconds(template)
+            for seconds in durations:
+                histogram.observe(seconds)
 
     def sample(self, figures: dict[str, float]) -> None:
         """Set the gauges read from the store (or the hub) at scrape, by name:
@@ -233,6 +262,7 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The text a scrape gets."""
+        self.flush()
         if self.multiprocess:
             registry = CollectorRegistry()
             prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

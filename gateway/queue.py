@@ -119,7 +119,8 @@ def _head(reply: Any, read: SnapshotReader | None, written: _Written | None = No
         # The item this process has just queued, read back: its own objects, not a second
         # validation of the same JSON (an older item, a dead worker's, is parsed).
         item = written.item
-        state = written.state if task and task == written.state_json else _task(task)
+        state = written.state if written.state is not None and task == written.state_json \
+            else _task(task)
     else:
         item, state = WorkItem.model_validate_json(raw), _task(task)
     return Head(item, int(attempts), state, _task(waiting),
@@ -160,15 +161,16 @@ class WorkQueue:
         self._quiet: asyncio.Future[None] | None = None
 
     async def ingest(self, item: WorkItem, *, dedupe_key: str | None, mode: str = "queue",
-                     placeholder: TaskState | None = None, start_here: bool = False,
+                     placeholder: TaskState | bytes | None = None, start_here: bool = False,
                      message_key: str | None = None) -> IngestResult:
         """Queue an item unless its dedupe key was seen, with a "queued" task state so the
         task API can answer at once; in steer mode, hand it to the running task instead
         when the conversation is busy and the message is from the person who asked for that
         task (anyone else's is queued behind it); in interrupt mode, flag the running task.
-        One atomic step. ``start_here`` (a caller waiting for the answer in this process):
-        the same step also starts the conversation on this process's ``taker`` when it has a free
-        worker and nobody holds the conversation (no wake, no claim round trip). Others
+        One atomic step. ``placeholder``: that state, or its JSON (``queued_json``).
+        ``start_here`` (a caller waiting for the answer in this process): the same step also
+        starts the conversation on this process's ``taker`` when it has a free worker and
+        nobody holds the conversation (no wake, no claim round trip). Others
         are woken, unless held (the holder takes them next): the workers take a burst in
         batches, after its acknowledgements. ``message_key``: the message's own identity,
         when it is not the dedupe key's (its marker names the task too, for its edits)."""
@@ -182,9 +184,10 @@ class WorkQueue:
                     self.keys.control(cid), self.store_keys.meta(cid),
                     self.store_keys.window(cid),
                     self.store_keys.dedupe(message_key) if message_key else ""]
-            written = _Written(item.model_dump_json().encode(), item,
-                               placeholder.model_dump_json().encode() if placeholder else b"",
-                               placeholder)
+            state = placeholder if isinstance(placeholder, bytes) or placeholder is None \
+                else placeholder.model_dump_json().encode()
+            written = _Written(item.model_dump_json().encode(), item, state or b"",
+                               placeholder if isinstance(placeholder, TaskState) else None)
             args: list[Any] = [written.item_json, cid, repr(time.time()), self.dedupe_ttl,
                                mode, written.state_json, item.task_id]
             taker = self.taker

@@ -13,10 +13,11 @@ import logging
 from collections.abc import Callable
 
 from adapters.base import InboundMessage, Routed
-from agent_core import TaskState, tracing
+from agent_core import tracing
 from agent_core.ids import new_id
 from agent_core.lifecycle import WorkKind
 from agent_core.store.keys import check_conversation_id
+from agent_core.task import queued_json
 
 from .access import AccessPolicy
 from .commands import Commands
@@ -116,10 +117,9 @@ class Router:
 
         item = WorkItem(kind=kind, inbound=msg, task_id=task_id,
                         traceparent=tracing.traceparent())
-        placeholder = TaskState(
-            task_id=task_id, trace_id=task_id, conversation_id=msg.conversation_id,
-            user_id=msg.user_id, role="", permissions=[], instruction=msg.text,
-            status="queued", extra={"channel": msg.channel, **(
+        placeholder = queued_json(
+            task_id=task_id, conversation_id=msg.conversation_id, user_id=msg.user_id,
+            instruction=msg.text, extra={"channel": msg.channel, **(
                 {SENT_FILES: claimed(msg.attachments)} if msg.attachments else {})})
         mode = self.settings.hermes_busy_mode
         status = await self.queue.ingest(

@@ -44,7 +44,7 @@ from .inbox import Inbox
 from .interactions import Interactions
 from .live import LiveReplies
 from .live_record import ReplyBook
-from .metrics import Metrics
+from .metrics import FLUSH_EVERY, Metrics
 from .outage import StoreOutage
 from .progress import ProgressRelay
 from .queue import WorkQueue
@@ -267,6 +267,15 @@ class Gateway:
             leader.start()
             stack.push_async_callback(leader.stop)
         stack.push_async_callback(repeating(approvals.expire_due, 2.0, "approval expiry").stop)
+        metrics = self.metrics
+
+        async def flush_metrics() -> None:
+            metrics.flush()
+
+        # Flushed once more as the gateway stops: with serve --processes a stopped
+        # process's counters stay in the sums.
+        stack.callback(metrics.flush)
+        stack.push_async_callback(repeating(flush_metrics, FLUSH_EVERY, "request metrics").stop)
         if self.metrics.multiprocess:
             # A scrape reaches one of the processes and sums every process's file: each keeps
             # its own share current, not only when it is the one scraped.

@@ -36,7 +36,7 @@ class BudgetMatch(BaseModel):
     """Which calls a rule applies to: each field given is a list of ``*`` patterns, one of
     which the call's value must match (all fields given must hold)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     user: tuple[str, ...] = ()
     conversation: tuple[str, ...] = ()
@@ -72,7 +72,7 @@ class BudgetRule(BaseModel):
     """One budget: at most ``tokens`` and/or ``usd`` per ``window``, for each subject of
     ``scope`` (each user, ...; ``global``: everyone together)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     scope: Scope
     window: Period
@@ -117,7 +117,7 @@ class BudgetRule(BaseModel):
 class ModelPrice(BaseModel):
     """US dollars per million tokens of one model (HERMES_MODEL_PRICES)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)

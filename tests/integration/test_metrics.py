@@ -62,6 +62,11 @@ async def test_traffic_shows_in_the_metrics(make_gateway: GatewayFactory,
                 status="202") == 1
     assert grew("hermes_http_requests_total", route="/agent/tasks/{task_id}", method="GET",
                 status="200") == 1
+    # Timed by route: both webhook posts, the 202 and the 200 of the duplicate.
+    assert grew("hermes_http_request_duration_seconds_count", route="/webhook/{source}") == 2
+    assert grew("hermes_http_request_duration_seconds_bucket", route="/webhook/{source}",
+                le="+Inf") == 2
+    assert grew("hermes_http_request_duration_seconds_sum", route="/webhook/{source}") > 0
     assert grew("hermes_http_requests_total", route="/agent/run", method="POST",
                 status="400") == 1
     # Any other path or method: counted, under one label.

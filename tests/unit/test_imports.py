@@ -26,6 +26,23 @@ def test_the_runtime_loads_no_http_stack_settings_loader_or_schema_validator() -
                           "jsonschema", "tiktoken", "regex", "redis", "rich"}
 
 
+def test_the_runtime_s_import_builds_no_pydantic_schema_and_opens_no_zip_support() -> None:
+    """A model's schema is built at its first use (``defer_build``): building one at import
+    loads pydantic's plugin lookup (importlib.metadata) and its schema generator; zipfile
+    (with shutil, bz2, lzma) is for sniffing an Office document, when one comes."""
+    loaded("import sys, agent_core\n"
+           "from pydantic import BaseModel\n"
+           "def models(cls):\n"
+           "    for sub in cls.__subclasses__():\n"
+           "        yield sub\n"
+           "        yield from models(sub)\n"
+           "built = [m.__qualname__ for m in models(BaseModel) if m.__module__.startswith("
+           "'agent_core') and m.__dict__.get('__pydantic_complete__')]\n"
+           "assert not built, built\n"
+           "assert 'importlib.metadata' not in sys.modules\n"
+           "assert 'zipfile' not in sys.modules")
+
+
 def test_a_gateway_without_slack_telegram_or_the_hub_does_not_import_them() -> None:
     modules = loaded("import gateway.app, gateway.cli")
     assert not modules & {"slack_bolt", "slack_sdk", "telegram", "nats", "a2a", "jsonpath",
@@ -44,6 +61,17 @@ def test_a_slack_gateway_does_not_import_python_telegram_bot_nor_a_telegram_one_
         ) -> None:
     assert "telegram" not in loaded("import adapters.slack, gateway.channels")
     assert not {"slack_bolt", "slack_sdk"} & loaded("import adapters.telegram")
+
+
+def test_a_slack_channel_is_built_without_reading_source_files() -> None:
+    """bolt names an app it is not given a name for after its caller's file, from
+    inspect.stack(), which reads every file on the stack into linecache (~0.4 MB, kept;
+    attrs keeps its generated methods' text there, which are not files)."""
+    loaded("import linecache\nfrom adapters.slack import SlackChannel\n"
+           "async def ingest(msg): raise AssertionError\n"
+           "SlackChannel(bot_token='xoxb-test-0123456789', signing_secret='s', ingest=ingest)\n"
+           "read = [f for f in linecache.cache if not f.startswith('<')]\n"
+           "assert not read, read[:5]")
 
 
 def test_the_telegram_channel_loads_python_telegram_bot_without_its_application() -> None:
