@@ -96,7 +96,6 @@ class GatewaySettings(HubSettings):
     hermes_event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
         "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
-    hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
     hermes_header_timeout: float = Field(
         10.0, gt=0, description="seconds a request's line and headers may take (408 after)")
     hermes_max_connections: int = Field(

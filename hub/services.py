@@ -1,7 +1,8 @@
 """The hub's services, started together: discovery, the deadline watch, enrolment, the
-context store and the tool service, and the hub's own agents (the workflow executor, the
-RAG agents). ``hermes-gateway hub`` runs them (several copies may), and so does the gateway
-with ``HERMES_HUB``; they are the hub's core (``identity.CORE``)."""
+context store and the tool service, the hub's own agents (the workflow executor, the RAG
+agents) and the bridges to other agent protocols. ``hermes-gateway hub`` runs them (several
+copies may), and so does the gateway with ``HERMES_HUB``; they are the hub's core
+(``identity.CORE``), but for the bridges, which connect as ``identity.BRIDGE``."""
 
 from __future__ import annotations
 
@@ -80,4 +81,10 @@ async def start_services(bus: Bus, settings: HubSettings,
     for service in [*services, *hub_agents(bus, settings, store=store)]:
         await service.start()
         stack.push_async_callback(service.stop)
+    if settings.hub_agent_protocol or settings.hub_a2a_agents:
+        from .bridges import Bridges
+
+        bridges = Bridges(settings)
+        stack.push_async_callback(bridges.stop)
+        await bridges.start()
     return services
