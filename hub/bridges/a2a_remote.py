@@ -130,13 +130,17 @@ class RemoteA2AAgent(Fronted):
                         event.message.parts), "a2a_context_id": event.message.context_id})
                 if kind == "task":
                     task = event.task
-                elif kind == "status_update" and task is not None:
-                    task.status.CopyFrom(event.status_update.status)
-                    said = _text(event.status_update.status.message.parts)
+                    continue
+                update = getattr(event, kind)
+                if task is None:  # a task continued: its updates come without it first
+                    task = pb.Task(id=update.task_id, context_id=update.context_id)
+                if kind == "status_update":
+                    task.status.CopyFrom(update.status)
+                    said = _text(update.status.message.parts)
                     if said and task.status.state == pb.TASK_STATE_WORKING:
                         await self.note(request, "status", status=said[:500])
-                elif kind == "artifact_update" and task is not None:
-                    task.artifacts.append(event.artifact_update.artifact)
+                else:
+                    task.artifacts.append(update.artifact)
         except Exception as exc:  # the remote side's failure is the task's, never a retry
             log.warning("remote A2A agent %s failed: %s: %s", self.agent_id,
                         type(exc).__name__, exc)
