@@ -229,5 +229,10 @@ class RemoteA2A:
             if not agent.capabilities:
                 log.warning("remote A2A agent %s has no usable capability", entry.url)
                 continue
-            await self.runner.front(agent)
+            try:
+                await self.runner.front(agent)
+            except Exception as exc:  # the core did not enrol it: tried at the next read
+                log.warning("remote A2A agent %s not fronted: %s: %s", agent.agent_id,
+                            type(exc).__name__, exc)
+                continue
             self.agents[agent.agent_id] = agent

@@ -170,7 +170,12 @@ class ProtocolAgents:
                 log.warning("protocol agent %s has no usable capability: not fronted",
                             handle.prompt_subject)
                 continue
-            await self.runner.front(agent)
+            try:
+                await self.runner.front(agent)
+            except Exception as exc:  # the core did not enrol it: tried at the next scan
+                log.warning("protocol agent %s not fronted: %s: %s", agent_id,
+                            type(exc).__name__, exc)
+                continue
             self.fronted[agent_id] = agent
         for agent_id, agent in list(self.fronted.items()):
             if agent_id not in found:

@@ -274,3 +274,29 @@ async def _raw_prompt(nc: Any, subject: str, body: bytes, *,
     finally:
         await sub.unsubscribe()
     return frames
+
+
+async def test_a_participant_cannot_take_the_prompts_of_our_agents(bridged: BridgedHub
+                                                                   ) -> None:
+    """The attack: a protocol participant (``sap-mallory``) joins the ``agents`` queue
+    group on our agents' prompt subjects to receive their prompts, or beats for them. The
+    server refuses: a participant hosts under its own owner token only."""
+    errors: list[Exception] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(exc)
+
+    nc = await nats.connect(bridged.nats.url, user_credentials=bridged.nats.creds(
+        "sap-mallory"), inbox_prefix="_INBOX.sap-mallory", error_cb=on_error)
+    try:
+        await nc.subscribe(f"agents.prompt.validator.{bridged.owner}.default", queue="agents")
+        await nc.publish(f"agents.hb.validator.{bridged.owner}.default", b"{}")
+        await nc.subscribe("agents.prompt.validator.mallory.default", queue="agents")
+        await nc.flush()
+        await until(lambda: len(errors) >= 2)
+    finally:
+        await nc.close()
+    refused = " ".join(str(e).lower() for e in errors)
+    assert f"agents.prompt.validator.{bridged.owner}.default" in refused
+    assert f"agents.hb.validator.{bridged.owner}.default" in refused
+    assert "mallory.default" not in refused  # its own owner token is its own
