@@ -7,7 +7,8 @@ copies may), and so does the gateway with ``HERMES_HUB``; they are the hub's cor
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from agent_core.runtime import build_executor
 from agent_core.store import ConversationStore
@@ -19,6 +20,9 @@ from .deadlines import DeadlineWatch
 from .discovery import Discovery
 from .enrolment import Enrolment
 from .settings import HubSettings
+
+if TYPE_CHECKING:
+    from .bridges.sap_host import LocalAgent
 
 
 class Service(Protocol):
@@ -64,10 +68,12 @@ def hub_agents(bus: Bus, settings: HubSettings, *,
 
 async def start_services(bus: Bus, settings: HubSettings,
                          stack: contextlib.AsyncExitStack, *,
-                         store: ConversationStore | None = None) -> list[Service]:
-    """Start every service and the hub's own agents; ``stack`` stops them (in reverse
-    order). MCP servers whose tools HUB_TOOLS names (``<server>__<tool>``) are connected
-    for the tool service."""
+                         store: ConversationStore | None = None,
+                         local: Sequence[LocalAgent] = ()) -> list[Service]:
+    """Start every service, the hub's own agents and the bridges; ``stack`` stops them (in
+    reverse order). MCP servers whose tools HUB_TOOLS names (``<server>__<tool>``) are
+    connected for the tool service. ``local``: agents of this process (the gateway's own)
+    the bridge offers in the Synadia Agent Protocol too."""
     services = hub_services(bus, settings)
     tools = next(s for s in services if isinstance(s, ToolService))
     wanted = {name: config for name, config in settings.hermes_mcp_servers.items()
@@ -84,7 +90,7 @@ async def start_services(bus: Bus, settings: HubSettings,
     if settings.hub_agent_protocol or settings.hub_a2a_agents:
         from .bridges import Bridges
 
-        bridges = Bridges(settings)
+        bridges = Bridges(settings, local=local)
         stack.push_async_callback(bridges.stop)
         await bridges.start()
     return services

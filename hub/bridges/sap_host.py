@@ -26,9 +26,9 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from nats.aio.msg import Msg
 from synadia_ai.agent_service import (
@@ -46,6 +46,7 @@ from synadia_ai.agents import (
     ResponseChunk,
     SenderSigner,
     StatusChunk,
+    VerifiedSender,
     format_sender,
 )
 
@@ -53,7 +54,7 @@ from agent_core.background import Background, repeating
 from agent_core.ids import new_id
 
 from ..bus import Bus
-from ..discovery import Candidate, discover
+from ..discovery import discover
 from ..errors import BusOverloaded
 from ..identity import BRIDGE
 from ..messages import MAX_DEADLINE_MS, LogEvent, TaskRequest, TaskResponse
@@ -68,6 +69,28 @@ MAX_FOLLOW_UPS = 3
 #: HMP error codes and the protocol's (§9) codes for them; anything else is 500.
 _CODES = {"INVALID_MESSAGE": 400, "INVALID_ARGUMENTS": 400, "PERMISSION": 403,
           "NO_AGENT": 404, "UNKNOWN_WORKFLOW": 404, "OVERLOADED": 429}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How a local agent's task ended (as an HMP answer would say it)."""
+
+    status: Literal["success", "partial", "failed"]
+    result: dict[str, Any]
+    error_code: str | None = None
+
+
+class LocalAgent(Protocol):
+    """An agent of this process that is no hub agent on the bus (the gateway's own),
+    registered in the protocol too. ``answer`` runs one prompt (and, with the same
+    ``thread``, each reply to a question it asked); ``sender`` is the verified sender's
+    NATS user key, None for an unsigned prompt."""
+
+    agent_id: str
+    capabilities: tuple[str, ...]
+
+    async def answer(self, text: str, *, attachments: list[dict[str, str]], thread: str,
+                     sender: str | None, deadline_ms: int) -> Answer: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +134,20 @@ def answer_text(result: dict[str, Any]) -> str:
 class ProtocolHost:
     """Registers each live hub agent in the protocol, and serves its prompts."""
 
-    def __init__(self, bus: Bus, options: HostOptions, *, every: float) -> None:
+    def __init__(self, bus: Bus, options: HostOptions, *, every: float,
+                 local: Sequence[LocalAgent] = ()) -> None:
         self.bus = bus
         self.options = options
         self.every = every
+        self.local = {agent.agent_id: agent for agent in local}
         #: hub agent id -> its registration
         self.hosted: dict[str, AgentService] = {}
         self._capabilities: dict[str, tuple[str, ...]] = {}
         self._loop: Background | None = None
 
     async def start(self) -> None:
+        for agent in self.local.values():
+            await self._host(agent.agent_id, agent.capabilities)
         with contextlib.suppress(Exception):  # discovery may not answer yet
             await self.scan()
         self._loop = repeating(self.scan, self.every, "protocol-host")
@@ -134,22 +161,22 @@ class ProtocolHost:
     async def scan(self) -> None:
         """Register the live agents not yet registered; drop those gone."""
         live = {c.agent_id: c for c in await discover(self.bus, "*")
-                if not c.agent_id.startswith(SAP)}
+                if not c.agent_id.startswith(SAP) and c.agent_id not in self.local}
         for agent_id, candidate in live.items():
             if self._capabilities.get(agent_id) == candidate.capabilities:
                 continue
             if agent_id in self.hosted:  # its capabilities changed: registered again
                 await self._drop(agent_id)
             try:
-                await self._host(candidate)
+                await self._host(agent_id, candidate.capabilities)
             except Exception as exc:
                 log.warning("%s not registered in the protocol: %s: %s", agent_id,
                             type(exc).__name__, exc)
-        for agent_id in set(self.hosted) - set(live):
+        for agent_id in set(self.hosted) - set(live) - set(self.local):
             await self._drop(agent_id)
 
-    async def _host(self, candidate: Candidate) -> None:
-        agent_id, options = candidate.agent_id, self.options
+    async def _host(self, agent_id: str, capabilities: tuple[str, ...]) -> None:
+        options = self.options
         token = protocol_agent(agent_id)
         if any(protocol_agent(other) == token for other in self.hosted):
             log.warning("%s is not registered in the protocol: another agent has the token "
@@ -157,17 +184,16 @@ class ProtocolHost:
             return
         service = AgentService(
             agent=token, owner=options.owner, session_name=SESSION, nc=self.bus.nc,
-            description=f"hermes hub agent {agent_id}: {', '.join(candidate.capabilities)}",
+            description=f"hermes hub agent {agent_id}: {', '.join(capabilities)}",
             heartbeat_interval_s=options.heartbeat,
-            extra_metadata={"hmp_agent_id": agent_id,
-                            "capabilities": ",".join(candidate.capabilities)},
+            extra_metadata={"hmp_agent_id": agent_id, "capabilities": ",".join(capabilities)},
             identity=ServiceIdentity(signer=options.signer) if options.signer else None,
             min_sender_trust="any" if options.unsigned else "signed",
             interceptors=[_Checked()], max_concurrent_prompts=32)
-        service.on_prompt(functools.partial(self.serve, agent_id, candidate.capabilities))
+        service.on_prompt(functools.partial(self.serve, agent_id, capabilities))
         await service.start()
         self.hosted[agent_id] = service
-        self._capabilities[agent_id] = candidate.capabilities
+        self._capabilities[agent_id] = capabilities
         log.info("%s is the protocol agent %s", agent_id, service.subject.prompt)
 
     async def _drop(self, agent_id: str) -> None:
@@ -226,7 +252,20 @@ class ProtocolHost:
 
     async def _ask(self, agent_id: str, stream: PromptStream, request: TaskRequest
                    ) -> TaskResponse:
-        """One request to ``agent_id``; its progress notes streamed as status chunks."""
+        """One request to ``agent_id``; its progress notes streamed as status chunks (a
+        local agent runs it here)."""
+        local = self.local.get(agent_id)
+        if local is not None:
+            sender = stream.sender
+            answer = await local.answer(
+                str(request.arguments.get("text", "")),
+                attachments=list(request.arguments.get("attachments") or []),
+                thread=request.sender_id.rsplit(".", 1)[-1],
+                sender=sender.id.user if isinstance(sender, VerifiedSender) else None,
+                deadline_ms=request.deadline_ms)
+            return TaskResponse(sender_id=agent_id, task_id=request.task_id,
+                                status=answer.status, result=answer.result,
+                                error_code=answer.error_code)
         relay = _relay(self.bus, stream)
         notes = await self.bus.nc.subscribe(log_subject(request.task_id), cb=relay)
         try:

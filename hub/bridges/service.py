@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..bus import Bus
 from ..identity import BRIDGE
 from ..settings import HubSettings
 from .runner import BridgeRunner
+
+if TYPE_CHECKING:
+    from .sap_host import LocalAgent
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +40,10 @@ def bridge_settings(settings: HubSettings) -> HubSettings | None:
 class Bridges:
     """The hub's bridges to other agent protocols, between ``start`` and ``stop``."""
 
-    def __init__(self, settings: HubSettings) -> None:
+    def __init__(self, settings: HubSettings, *, local: Sequence[LocalAgent] = ()) -> None:
         self.settings = settings
+        #: Agents of this process (the gateway's own) offered in the protocol too.
+        self.local = list(local)
         self.bus: Bus | None = None
         self.runner: BridgeRunner | None = None
         self.parts: list[_Part] = []
@@ -72,7 +78,7 @@ class Bridges:
                 unsigned=settings.hub_agent_protocol_unsigned,
                 heartbeat=settings.hub_agent_protocol_heartbeat,
                 default_deadline_ms=min(300_000, int(settings.hermes_run_timeout * 1000)),
-                signer=signer), every=every))
+                signer=signer), every=every, local=self.local))
         if settings.hub_a2a_agents:
             from .a2a_remote import RemoteA2A
 

@@ -79,7 +79,7 @@ class BridgedHub:
     async def start_bridges(self, **settings: Any) -> Bridges:
         bridges = Bridges(self.bus.settings.model_copy(update={
             "hub_bridge_creds_file": self.nats.creds("bridge"),
-            "hub_agent_protocol_owner": self.owner, "hub_agent_protocol_scan": 0.3,
+            "hub_agent_protocol_owner": self.owner, "hub_agent_protocol_scan": 0.5,
             "hub_agent_protocol_heartbeat": 1, **settings}))
         self.stack.push_async_callback(bridges.stop)
         await bridges.start()

@@ -1,0 +1,85 @@
+"""The gateway's own agent in the Synadia Agent Protocol (``agents.prompt.gateway.<owner>
+.default``, beside the hub's agents the bridge registers: ``hub.bridges.sap_host``).
+
+A prompt is routed like an API message, in a conversation of its own
+(``api:sap-<prompt>``), as the user ``sap:<the sender's NATS user key>`` (``sap:unsigned``
+when unsigned prompts are allowed), whose role HERMES_ROLES gives; the reply to a question
+it asks comes back as the next message of that conversation. Its task's end is the answer:
+answered is ``success``, a question or a pending approval ``partial``, anything else
+``failed`` (its status, upper-cased). Attachments are not taken over the protocol yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from adapters.base import InboundMessage
+from agent_core import PAUSED, TERMINAL
+from agent_core.ids import new_id
+
+if TYPE_CHECKING:
+    from hub.bridges.sap_host import Answer
+
+    from .service import Gateway
+
+AGENT_ID = "gateway"
+_POLL = 0.2
+
+
+class GatewayAgent:
+    """The gateway's agent, as a local agent of the bridge (``LocalAgent``)."""
+
+    agent_id = AGENT_ID
+    capabilities: tuple[str, ...] = ("chat",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def answer(self, text: str, *, attachments: list[dict[str, str]], thread: str,
+                     sender: str | None, deadline_ms: int) -> Answer:
+        from hub.bridges.sap_host import Answer
+
+        if attachments:
+            return Answer("failed", {"error": "the gateway's agent takes no attachments "
+                                     "over the protocol; send text"}, "INVALID_ARGUMENTS")
+        try:
+            parts = self.gateway.parts
+        except RuntimeError:
+            return Answer("failed", {"error": "the gateway is starting"}, "NOT_READY")
+        since = time.time()
+        routed = await parts.router.ingest(InboundMessage(
+            channel="api", conversation_id=f"api:sap-{thread}",
+            user_id=f"sap:{sender or 'unsigned'}", text=text, is_direct=True,
+            mentions_bot=True, platform_message_id=f"sap:{new_id()}"))
+        if routed.status == "command":
+            return Answer("success", {"answer": routed.reply or ""})
+        if routed.task_id is None:
+            return Answer("failed", {"error": f"{routed.status}: {routed.reason}"}, "REFUSED")
+        limit = since + deadline_ms / 1000
+        store = parts.opened.store
+        while True:
+            state = await store.load_task(routed.task_id)
+            if state is not None and state.updated_at >= since and (
+                    state.status in TERMINAL or state.status in PAUSED):
+                return _answer_of(state)
+            if time.time() > limit:
+                return Answer("failed", {"error": "no answer in time"}, "TIMEOUT")
+            await asyncio.sleep(_POLL)
+
+
+def _answer_of(state: Any) -> Answer:
+    """A gateway task's end, as the bridge answers it."""
+    from hub.bridges.sap_host import Answer
+
+    if state.status == "answered":
+        return Answer("success", {"answer": state.answer or state.result_text or ""})
+    if state.status in PAUSED:
+        question = state.result_text or (state.question.text if state.question else "")
+        return Answer("partial", {"question": question or "More input is needed.",
+                                  "next_steps": [{"intent": "chat"}]})
+    if state.status == "cancelled":
+        return Answer("failed", {"error": state.result_text or "cancelled"}, "CANCELLED")
+    return Answer("failed", {"error": state.error or state.result_text or ""},
+                  state.status.upper())

@@ -1,0 +1,63 @@
+"""The gateway's own agent in the Synadia Agent Protocol: a stock SDK caller (signed, as a
+protocol participant of the session's nats-server) prompts ``gateway`` and gets the
+scripted model's answer, routed like an API message in a conversation of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import nats as nats_client
+from synadia_ai.agents import (
+    Agents,
+    DiscoverFilter,
+    Identity,
+    ResponseChunk,
+    StatusChunk,
+    signer_from_creds_file,
+)
+
+from agent_core.models.replay import Reply
+from tests.conftest import NatsServer
+from tests.integration.conftest import GatewayFactory
+
+
+async def test_the_gateways_agent_answers_a_protocol_prompt(make_gateway: GatewayFactory,
+                                                           nats: NatsServer) -> None:
+    owner = f"t{uuid.uuid4().hex[:10]}"
+    h = await make_gateway(hermes_hub=True, **nats.settings(),
+                           hub_bridge_creds_file=nats.creds("bridge"),
+                           hub_agent_protocol_owner=owner, hub_agent_protocol_scan=0.5)
+    h.model.add(Reply("Hello over NATS."))
+    creds = nats.creds(f"sap-{owner}-caller")
+    nc = await nats_client.connect(nats.url, user_credentials=creds,
+                            inbox_prefix=f"_INBOX.sap-{owner}-caller")
+    agents = Agents(nc=nc, identity=Identity(signer=signer_from_creds_file(creds)))
+    try:
+        async with asyncio.timeout(20):
+            while not (found := [a for a in await agents.discover(
+                    filter=DiscoverFilter(owner=owner, agent="gateway"))]):
+                await asyncio.sleep(0.1)
+        [agent] = found
+        assert agent.metadata["hmp_agent_id"] == "gateway"
+        chunks = [c async for c in agent.prompt("hello?")]
+        assert chunks[0] == StatusChunk(status="ack")
+        assert chunks[-1] == ResponseChunk(text="Hello over NATS.")
+        tasks = [t for t in await _tasks(h) if t.conversation_id.startswith("api:sap-")]
+        [task] = tasks
+        assert task.user_id.startswith("api:sap:U") and task.status == "answered"
+    finally:
+        await agents.close()
+        await nc.close()
+
+
+async def _tasks(h: object) -> list[object]:
+    store = h.gateway.parts.opened.store  # type: ignore[attr-defined]
+    found = []
+    async for key in store.redis.scan_iter(match=f"{store.keys.prefix}:task:*"):
+        name = key.decode() if isinstance(key, bytes) else key
+        if name.count(":") == 2:
+            state = await store.load_task(name.rsplit(":", 1)[-1])
+            if state is not None:
+                found.append(state)
+    return found
