@@ -112,8 +112,8 @@ class GatewaySettings(HubSettings):
     hermes_webhook_secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="signed webhook sources: {source: secret}")
     hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="hosts webhook answers may be POSTed to (inside "
-                                          "the network too); [] = any public host")
+        default_factory=list, description="hosts webhook answers and A2A push "
+        "notifications may be POSTed to (inside the network too); [] = any public host")
 
     # --- access policy -----------------------------------------------------------------
     hermes_allow_dms: bool = True

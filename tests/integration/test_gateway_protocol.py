@@ -35,8 +35,8 @@ async def test_the_gateways_agent_answers_a_protocol_prompt(make_gateway: Gatewa
     agents = Agents(nc=nc, identity=Identity(signer=signer_from_creds_file(creds)))
     try:
         async with asyncio.timeout(20):
-            while not (found := [a for a in await agents.discover(
-                    filter=DiscoverFilter(owner=owner, agent="gateway"))]):
+            while not (found := await agents.discover(
+                    filter=DiscoverFilter(owner=owner, agent="gateway"))):
                 await asyncio.sleep(0.1)
         [agent] = found
         assert agent.metadata["hmp_agent_id"] == "gateway"
@@ -61,3 +61,53 @@ async def _tasks(h: object) -> list[object]:
             if state is not None:
                 found.append(state)
     return found
+
+
+async def test_an_a2a_caller_uses_a_protocol_agent(make_gateway: GatewayFactory,
+                                                  nats: NatsServer) -> None:
+    """A2A edge -> task_request -> the bridge -> a prompt to an agent built with the stock
+    host SDK, and back: an agent of one protocol answers a caller of another."""
+    import httpx
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.types import a2a_pb2 as pb
+    from synadia_ai.agent_service import AgentService
+
+    from hub.bridges.names import sap_id
+    from tests.integration.conftest import api_key, bearer
+
+    owner = f"t{uuid.uuid4().hex[:10]}"
+    h = await make_gateway(hermes_hub=True, **nats.settings(),
+                           hermes_api_keys=[api_key("alice")],
+                           hub_bridge_creds_file=nats.creds("bridge"),
+                           hub_agent_protocol_owner=f"{owner}-hub",
+                           hub_agent_protocol_scan=0.5)
+    host = await nats_client.connect(nats.url, user_credentials=nats.creds(f"sap-{owner}"),
+                                     inbox_prefix=f"_INBOX.sap-{owner}")
+    service = AgentService(agent="shouter", owner=owner, session_name="default", nc=host,
+                           heartbeat_interval_s=1)
+
+    async def shout(envelope: object, stream: object) -> None:
+        await stream.send(envelope.prompt.upper())  # type: ignore[attr-defined]
+
+    service.on_prompt(shout)  # type: ignore[arg-type]
+    await service.start()
+    agent_id = sap_id("shouter", owner, "default")
+    base = str(h.client.make_url("")).rstrip("/")
+    try:
+        async with httpx.AsyncClient(headers=bearer("alice"), timeout=30) as http:
+            async with asyncio.timeout(20):
+                while (await http.get(f"{base}/a2a/{agent_id}/.well-known/agent-card.json"
+                                      )).status_code != 200:
+                    await asyncio.sleep(0.1)
+            card = await A2ACardResolver(http, f"{base}/a2a/{agent_id}").get_agent_card()
+            assert [s.id for s in card.skills] == ["shouter"]
+            client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)
+                                   ).create(card)
+            [event] = [e async for e in client.send_message(pb.SendMessageRequest(
+                message=pb.Message(message_id=uuid.uuid4().hex, role=pb.ROLE_USER,
+                                   parts=[pb.Part(text="quiet please")])))]
+        assert event.task.status.state == pb.TASK_STATE_COMPLETED
+        assert event.task.artifacts[0].parts[0].text == "QUIET PLEASE"
+    finally:
+        await service.stop()
+        await host.close()
