@@ -119,7 +119,8 @@ class _Checked:
         if deadline is not None and (isinstance(deadline, bool) or not isinstance(
                 deadline, int) or not 1000 <= deadline <= MAX_DEADLINE_MS):
             raise RequestRejectedError(400, f"deadline_ms must be 1000 to {MAX_DEADLINE_MS}")
-        log.info("protocol prompt on %s from %s", ctx.subject, format_sender(ctx.sender))
+        if log.isEnabledFor(logging.INFO):
+            log.info("protocol prompt on %s from %s", ctx.subject, format_sender(ctx.sender))
         await call_next()
 
 
