@@ -89,8 +89,8 @@ class Permissions:
     publish_deny: tuple[str, ...] = ()
     #: May answer a request sent to one of its subscriptions (the service API's pings).
     responses: bool = False
-    #: Answers it may send to one request (-1: any number, a prompt's stream) and for how
-    #: long after the request came (seconds; 0: the server's two minutes).
+    #: Answers it may send to one request (a prompt's stream is many) and for how long
+    #: after the request came (seconds; 0: the server's two minutes).
     response_max: int = 1
     response_ttl: float = 0.0
 
@@ -169,8 +169,9 @@ def permissions(identity: str) -> Permissions:
 
 
 #: Seconds the bridge may stream answers to one prompt (the longest HMP deadline, 300 s,
-#: with room for the question a partial answer asks the caller).
-_STREAM_TTL = 900.0
+#: with room for the question a partial answer asks the caller), and how many: the ack,
+#: keep-alives, a progress note per step or tool call, the answer, the terminator.
+_STREAM_TTL, _STREAM_MAX = 900.0, 10_000
 
 
 def _bridge() -> Permissions:
@@ -178,7 +179,7 @@ def _bridge() -> Permissions:
     letters as ``bridge``, requests as ``bridge``, its one consumer), and the Synadia Agent
     Protocol (our agents' prompt and status endpoints in the ``agents`` micro service,
     heartbeats, prompting other agents, the SDK's ``_INBOX.agents`` inbox). Answers to a
-    prompt are a stream: any number within ``_STREAM_TTL``."""
+    prompt are a stream: up to ``_STREAM_MAX`` within ``_STREAM_TTL``."""
     durable = durable_of(BRIDGE)
     return Permissions(
         publish=(
@@ -202,7 +203,7 @@ def _bridge() -> Permissions:
             "log.>",                             # notes of the tasks it sent, streamed back
             "agents.prompt.*.*.*", "agents.status.*.*.*", "agents.hb.*.*.*",
             "$SRV.*", "$SRV.*.agents", "$SRV.*.agents.>"),
-        responses=True, response_max=-1, response_ttl=_STREAM_TTL)
+        responses=True, response_max=_STREAM_MAX, response_ttl=_STREAM_TTL)
 
 
 def check_owner(owner: str) -> str:
@@ -228,7 +229,7 @@ def _participant(owner: str) -> Permissions:
         subscribe=(f"{inbox_prefix(PROTOCOL_PARTICIPANT + owner)}.>", "_INBOX.agents.>",
                    f"agents.prompt.*.{owner}.*", f"agents.status.*.{owner}.*",
                    "agents.hb.*.*.*", "$SRV.*", "$SRV.*.agents", "$SRV.*.agents.>"),
-        responses=True, response_max=-1, response_ttl=_STREAM_TTL)
+        responses=True, response_max=_STREAM_MAX, response_ttl=_STREAM_TTL)
 
 
 def nsc_command(identity: str, account: str = "hermes") -> str:
