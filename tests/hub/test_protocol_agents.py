@@ -11,9 +11,9 @@ from typing import Any
 
 import nats
 from synadia_ai.agent_service import PromptStream
-from synadia_ai.agents import Envelope, StatusChunk
+from synadia_ai.agents import Attachment, Envelope, ResponseChunk, StatusChunk
 
-from hub import Heartbeat, LogEvent, TaskRequest
+from hub import Heartbeat, LogEvent, TaskRequest, TaskResponse
 from hub.bridges.names import sap_id
 from hub.delegation import HubDelegation
 from hub.discovery import Discovery, discover
@@ -168,3 +168,44 @@ async def test_a_request_for_an_agent_it_does_not_front_is_handed_back(
     response = await bridged.bus.request(gone, TaskRequest(
         sender_id=unique("caller"), intent="gone", deadline_ms=1200))
     assert (response.status, response.error_code) == ("failed", "TIMEOUT")
+
+
+async def test_a_protocol_agents_files_questions_and_errors(bridged: BridgedHub) -> None:
+    """Its stream mapped to the task's answer: the request's attachments and deadline sent
+    in the envelope, its files in the result, a question mid-stream a ``partial`` answer
+    with a next step to it, an error frame ``failed``."""
+    seen: list[Envelope] = []
+
+    async def varied(envelope: Envelope, stream: PromptStream) -> None:
+        seen.append(envelope)
+        if envelope.prompt == "ask me":
+            await stream.ask("Which claim?", timeout=5)
+        elif envelope.prompt == "fail":
+            raise RuntimeError("the disk is full")
+        else:
+            await stream.send(ResponseChunk(text="made", attachments=[
+                Attachment.from_bytes("out.txt", b"out")]))
+
+    await bridged.start_bridges()
+    _, owner = await bridged.host("varied", varied)
+    agent_id = sap_id("varied", owner, "default")
+    await until_discovered(bridged.bus, agent_id)
+
+    async def ask(text: str, **arguments: Any) -> TaskResponse:
+        return await bridged.bus.request(agent_id, TaskRequest(
+            sender_id=unique("caller"), intent="varied", deadline_ms=10_000,
+            arguments={"text": text, **arguments}))
+
+    made = await ask("make it", attachments=[{"filename": "in.txt", "content": "aW4="}])
+    assert made.status == "success" and made.result == {"answer": "made", "attachments": [
+        {"filename": "out.txt", "content": "b3V0"}]}
+    assert seen[0].attachments == [Attachment(filename="in.txt", content="aW4=")]
+    assert 9000 < int(str(seen[0].extras["deadline_ms"])) <= 10_000
+    asked = await ask("ask me")
+    assert asked.status == "partial" and asked.result["question"] == "Which claim?"
+    assert asked.result["next_steps"] == [{"intent": "varied", "agent": agent_id,
+                                           "arguments": {"question": "Which claim?"}}]
+    failed = await ask("fail")
+    assert (failed.status, failed.error_code) == ("failed", "AGENT_ERROR")
+    refused = await ask("x", attachments="not a list")
+    assert (refused.status, refused.error_code) == ("failed", "INVALID_ARGUMENTS")
