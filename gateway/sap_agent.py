@@ -6,18 +6,27 @@ A prompt is routed like an API message, in a conversation of its own
 when unsigned prompts are allowed), whose role HERMES_ROLES gives; the reply to a question
 it asks comes back as the next message of that conversation. Its task's end is the answer:
 answered is ``success``, a question or a pending approval ``partial``, anything else
-``failed`` (its status, upper-cased). Attachments are not taken over the protocol yet.
+``failed`` (its status, upper-cased). A prompt's attachments are the message's files (under
+the limits of a message's files; a file past one is refused, INVALID_ARGUMENTS), kept in
+the store until the worker moves them into the conversation's inbox, as the API's are.
 """
 
 from __future__ import annotations
 
 import asyncio
+import binascii
+import mimetypes
 import time
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import InboundMessage
+import pybase64
+
+from adapters.base import Attachment, InboundMessage
 from agent_core import PAUSED, TERMINAL
+from agent_core.attachments import safe_name
 from agent_core.ids import new_id
+
+from .fetching import FileLimits
 
 if TYPE_CHECKING:
     from hub.bridges.sap_host import Answer
@@ -41,18 +50,25 @@ class GatewayAgent:
                      sender: str | None, deadline_ms: int) -> Answer:
         from hub.bridges.sap_host import Answer
 
-        if attachments:
-            return Answer("failed", {"error": "the gateway's agent takes no attachments "
-                                     "over the protocol; send text"}, "INVALID_ARGUMENTS")
+        files = _decoded(attachments, FileLimits(self.gateway.settings))
+        if isinstance(files, str):
+            return Answer("failed", {"error": files}, "INVALID_ARGUMENTS")
         try:
             parts = self.gateway.parts
         except RuntimeError:
             return Answer("failed", {"error": "the gateway is starting"}, "NOT_READY")
         since = time.time()
-        routed = await parts.router.ingest(InboundMessage(
-            channel="api", conversation_id=f"api:sap-{thread}",
+        conversation = f"api:sap-{thread}"
+        message = InboundMessage(
+            channel="api", conversation_id=conversation,
             user_id=f"sap:{sender or 'unsigned'}", text=text, is_direct=True,
-            mentions_bot=True, platform_message_id=f"sap:{new_id()}"))
+            mentions_bot=True, platform_message_id=f"sap:{new_id()}")
+        for name, data in files:
+            message.attachments.append(Attachment(
+                source="stash", name=name, size=len(data),
+                mime_type=mimetypes.guess_type(name)[0] or "application/octet-stream",
+                ref=await parts.inbox.stash.put(conversation, data)))
+        routed = await parts.router.ingest(message)
         if routed.status == "command":
             return Answer("success", {"answer": routed.reply or ""})
         if routed.task_id is None:
@@ -67,6 +83,27 @@ class GatewayAgent:
             if time.time() > limit:
                 return Answer("failed", {"error": "no answer in time"}, "TIMEOUT")
             await asyncio.sleep(_POLL)
+
+
+def _decoded(attachments: list[dict[str, str]], limits: FileLimits
+             ) -> list[tuple[str, bytes]] | str:
+    """The prompt's files (a safe name, the bytes), or why they are refused: a limit of a
+    message's files, or content that is not base64."""
+    reason = limits.too_many(len(attachments))
+    if reason:
+        return reason
+    files: list[tuple[str, bytes]] = []
+    for item in attachments:
+        name = safe_name(str(item.get("filename") or ""), fallback="file")
+        content = str(item.get("content") or "")
+        reason = limits.too_big(name, len(content) * 3 // 4)
+        if reason:
+            return reason
+        try:
+            files.append((name, pybase64.b64decode(content, validate=True)))
+        except (binascii.Error, ValueError):
+            return f"{name[:100]!r}: its content is not base64"
+    return limits.too_much(sum(len(data) for _, data in files)) or files
 
 
 def _answer_of(state: Any) -> Answer:

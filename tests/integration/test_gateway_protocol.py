@@ -8,10 +8,13 @@ import asyncio
 import uuid
 
 import nats as nats_client
+import pytest
 from synadia_ai.agents import (
     Agents,
+    Attachment,
     DiscoverFilter,
     Identity,
+    ProtocolError,
     ResponseChunk,
     StatusChunk,
     signer_from_creds_file,
@@ -19,7 +22,9 @@ from synadia_ai.agents import (
 
 from agent_core.models.replay import Reply
 from tests.conftest import NatsServer
+from tests.integration import fixture_files as files
 from tests.integration.conftest import GatewayFactory
+from tests.integration.test_files import text_of, user_content
 
 
 async def test_the_gateways_agent_answers_a_protocol_prompt(make_gateway: GatewayFactory,
@@ -111,3 +116,40 @@ async def test_an_a2a_caller_uses_a_protocol_agent(make_gateway: GatewayFactory,
     finally:
         await service.stop()
         await host.close()
+
+
+async def test_a_prompts_attachments_are_the_messages_files(make_gateway: GatewayFactory,
+                                                           nats: NatsServer) -> None:
+    """A prompt's attachments reach the gateway's agent as the files people send do (a
+    document's text, its name made safe); files past a limit of a message's are refused
+    with 400 before anything runs."""
+    owner = f"t{uuid.uuid4().hex[:10]}"
+    h = await make_gateway(hermes_hub=True, **nats.settings(),
+                           hub_bridge_creds_file=nats.creds("bridge"),
+                           hub_agent_protocol_owner=owner, hub_agent_protocol_scan=0.5,
+                           hermes_max_files_per_message=1)
+    h.model.add(Reply("The term is 24 months."))
+    creds = nats.creds(f"sap-{owner}-caller")
+    nc = await nats_client.connect(nats.url, user_credentials=creds,
+                                   inbox_prefix=f"_INBOX.sap-{owner}-caller")
+    agents = Agents(nc=nc, identity=Identity(signer=signer_from_creds_file(creds)))
+    try:
+        async with asyncio.timeout(20):
+            while not (found := await agents.discover(
+                    filter=DiscoverFilter(owner=owner, agent="gateway"))):
+                await asyncio.sleep(0.1)
+        [agent] = found
+        contract = Attachment.from_bytes("../../contract.pdf",
+                                         files.pdf(["The term is 24 months"]))
+        chunks = [c async for c in agent.prompt("what does the contract say?",
+                                                attachments=[contract])]
+        assert chunks[-1] == ResponseChunk(text="The term is 24 months.")
+        said = text_of(user_content(h))
+        assert "what does the contract say?" in said and "--- page 1 of 1 ---" in said
+        assert "The term is 24 months" in said and "inbox/contract.pdf" in said
+        with pytest.raises(ProtocolError, match=r"400.*HERMES_MAX_FILES_PER_MESSAGE"):
+            [c async for c in agent.prompt("and these?", attachments=[contract, contract])]
+        assert len(h.model.requests) == 1
+    finally:
+        await agents.close()
+        await nc.close()
