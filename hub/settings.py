@@ -32,6 +32,13 @@ class A2ARemote(BaseModel):
     #: Other headers its calls carry (an API key header), each value a secret.
     headers: dict[str, SecretStr] = Field(default_factory=dict)
 
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")) or any(c.isspace() for c in value):
+            raise ValueError("an http(s):// URL of an agent card (or of its agent)")
+        return value
+
 
 class HubSettings(Settings):
     """Every setting of a hub process (services or agents)."""

@@ -142,3 +142,28 @@ async def test_credentials_go_to_the_configured_host_only(bridged: BridgedHub) -
             arguments={"text": "hi"}))
         assert (response.status, response.error_code) == ("failed", "AGENT_ERROR")
         assert remote.authorizations == [None]
+
+
+def test_the_setting_takes_urls_or_a_yaml_list_with_credentials(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from hub.settings import HubSettings
+
+    def parsed(value: str) -> list[A2ARemote]:
+        monkeypatch.setenv("HUB_A2A_AGENTS", value)
+        return HubSettings(_env_file=None).hub_a2a_agents  # type: ignore[call-arg]
+
+    assert [r.url for r in parsed("https://a.example/card.json, https://b.example")] == [
+        "https://a.example/card.json", "https://b.example"]
+    [remote] = parsed("- url: https://a.example\n  name: oracle\n  bearer: tok-1\n"
+                      "  headers: {X-Api-Key: key-2}\n")
+    assert (remote.name, remote.bearer and remote.bearer.get_secret_value()) == (
+        "oracle", "tok-1")
+    assert remote.headers["X-Api-Key"].get_secret_value() == "key-2"
+    assert "tok-1" not in repr(remote) and "key-2" not in repr(remote)
+    for bad in ("- url: https://a.example\n  token: x\n", "- url: https://a.example\n"
+                "  name: Bad Name\n", "{url: https://a.example}", "[unclosed"):
+        with pytest.raises(ValidationError):
+            parsed(bad)
+    assert parsed("") == []
