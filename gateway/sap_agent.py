@@ -4,19 +4,24 @@
 A prompt is routed like an API message, in a conversation of its own
 (``api:sap-<prompt>``), as the user ``sap:<the sender's NATS user key>`` (``sap:unsigned``
 when unsigned prompts are allowed), whose role HERMES_ROLES gives; the reply to a question
-it asks comes back as the next message of that conversation. Its task's end is the answer:
-answered is ``success``, a question or a pending approval ``partial``, anything else
-``failed`` (its status, upper-cased). A prompt's attachments are the message's files (under
-the limits of a message's files; a file past one is refused, INVALID_ARGUMENTS), kept in
-the store until the worker moves them into the conversation's inbox, as the API's are.
+it asks comes back as the next message of that conversation. Its tool calls are told to
+the caller as they start (status chunks: their names and notes, never their arguments).
+Its task's end is the answer: answered is ``success``, a question or a pending approval
+``partial``, anything else ``failed`` (its status, upper-cased). A prompt's attachments
+are the message's files (under the limits of a message's files; a file past one is
+refused, INVALID_ARGUMENTS), kept in the store until the worker moves them into the
+conversation's inbox, as the API's are.
 """
 
 from __future__ import annotations
 
 import asyncio
 import binascii
+import contextlib
+import logging
 import mimetypes
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import pybase64
@@ -31,7 +36,10 @@ from .fetching import FileLimits
 if TYPE_CHECKING:
     from hub.bridges.sap_host import Answer
 
+    from .eventlog import EventLog
     from .service import Gateway
+
+log = logging.getLogger(__name__)
 
 AGENT_ID = "gateway"
 _POLL = 0.2
@@ -47,7 +55,8 @@ class GatewayAgent:
         self.gateway = gateway
 
     async def answer(self, text: str, *, attachments: list[dict[str, str]], thread: str,
-                     sender: str | None, deadline_ms: int) -> Answer:
+                     sender: str | None, deadline_ms: int,
+                     progress: Callable[[str], Awaitable[None]]) -> Answer:
         from hub.bridges.sap_host import Answer
 
         files = _decoded(attachments, FileLimits(self.gateway.settings))
@@ -75,14 +84,35 @@ class GatewayAgent:
             return Answer("failed", {"error": f"{routed.status}: {routed.reason}"}, "REFUSED")
         limit = since + deadline_ms / 1000
         store = parts.opened.store
-        while True:
-            state = await store.load_task(routed.task_id)
-            if state is not None and state.updated_at >= since and (
-                    state.status in TERMINAL or state.status in PAUSED):
-                return _answer_of(state)
-            if time.time() > limit:
-                return Answer("failed", {"error": "no answer in time"}, "TIMEOUT")
-            await asyncio.sleep(_POLL)
+        told = asyncio.create_task(_tell(parts.eventlog, routed.task_id, progress))
+        try:
+            while True:
+                state = await store.load_task(routed.task_id)
+                if state is not None and state.updated_at >= since and (
+                        state.status in TERMINAL or state.status in PAUSED):
+                    return _answer_of(state)
+                if time.time() > limit:
+                    return Answer("failed", {"error": "no answer in time"}, "TIMEOUT")
+                await asyncio.sleep(_POLL)
+        finally:
+            told.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await told
+
+
+async def _tell(eventlog: EventLog, task_id: str, progress: Callable[[str], Awaitable[None]]
+                ) -> None:
+    """The task's tool calls, as they start and say what they do, told to the caller
+    (their names and notes; never their arguments)."""
+    try:
+        async for event in eventlog.follow(task_id):
+            payload = event.get("payload") or {}
+            if event.get("type") == "TOOL_STARTED":
+                await progress(f"tool: {payload.get('tool')}")
+            elif event.get("type") == "TOOL_PROGRESS":
+                await progress(f"{payload.get('tool')}: {payload.get('note')}")
+    except Exception as exc:  # the store unreachable: the answer still comes
+        log.info("progress of %s not followed: %s", task_id, type(exc).__name__)
 
 
 def _decoded(attachments: list[dict[str, str]], limits: FileLimits

@@ -84,13 +84,15 @@ class LocalAgent(Protocol):
     """An agent of this process that is no hub agent on the bus (the gateway's own),
     registered in the protocol too. ``answer`` runs one prompt (and, with the same
     ``thread``, each reply to a question it asked); ``sender`` is the verified sender's
-    NATS user key, None for an unsigned prompt."""
+    NATS user key, None for an unsigned prompt; ``progress`` streams a note of what it
+    does to the caller (a status chunk)."""
 
     agent_id: str
     capabilities: tuple[str, ...]
 
     async def answer(self, text: str, *, attachments: list[dict[str, str]], thread: str,
-                     sender: str | None, deadline_ms: int) -> Answer: ...
+                     sender: str | None, deadline_ms: int,
+                     progress: Callable[[str], Awaitable[None]]) -> Answer: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +265,7 @@ class ProtocolHost:
                 attachments=list(request.arguments.get("attachments") or []),
                 thread=request.sender_id.rsplit(".", 1)[-1],
                 sender=sender.id.user if isinstance(sender, VerifiedSender) else None,
-                deadline_ms=request.deadline_ms)
+                deadline_ms=request.deadline_ms, progress=_progress(stream))
             return TaskResponse(sender_id=agent_id, task_id=request.task_id,
                                 status=answer.status, result=answer.result,
                                 error_code=answer.error_code)
@@ -276,6 +278,16 @@ class ProtocolHost:
         finally:
             with contextlib.suppress(Exception):
                 await notes.unsubscribe()
+
+
+def _progress(stream: PromptStream) -> Callable[[str], Awaitable[None]]:
+    """A local agent's progress notes, as status chunks (a caller gone is no error)."""
+
+    async def progress(note: str) -> None:
+        with contextlib.suppress(Exception):
+            await stream.send(StatusChunk(status=note))
+
+    return progress
 
 
 def _relay(bus: Bus, stream: PromptStream) -> Callable[[Msg], Awaitable[None]]:

@@ -1,6 +1,7 @@
 """The gateway's own agent in the Synadia Agent Protocol: a stock SDK caller (signed, as a
 protocol participant of the session's nats-server) prompts ``gateway`` and gets the
-scripted model's answer, routed like an API message in a conversation of its own."""
+scripted model's answer (its tool calls as status chunks before it), routed like an API
+message in a conversation of its own, with the prompt's attachments as its files."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ async def test_the_gateways_agent_answers_a_protocol_prompt(make_gateway: Gatewa
     h = await make_gateway(hermes_hub=True, **nats.settings(),
                            hub_bridge_creds_file=nats.creds("bridge"),
                            hub_agent_protocol_owner=owner, hub_agent_protocol_scan=0.5)
-    h.model.add(Reply("Hello over NATS."))
+    h.model.add(Reply.call("calc_growth_rate", {"current": 2, "previous": 1}),
+                Reply("Hello over NATS."))
     creds = nats.creds(f"sap-{owner}-caller")
     nc = await nats_client.connect(nats.url, user_credentials=creds,
                             inbox_prefix=f"_INBOX.sap-{owner}-caller")
@@ -47,6 +49,8 @@ async def test_the_gateways_agent_answers_a_protocol_prompt(make_gateway: Gatewa
         assert agent.metadata["hmp_agent_id"] == "gateway"
         chunks = [c async for c in agent.prompt("hello?")]
         assert chunks[0] == StatusChunk(status="ack")
+        # Its tool calls told as they start (their names, never their arguments).
+        assert StatusChunk(status="tool: calc_growth_rate") in chunks
         assert chunks[-1] == ResponseChunk(text="Hello over NATS.")
         tasks = [t for t in await _tasks(h) if t.conversation_id.startswith("api:sap-")]
         [task] = tasks
