@@ -300,6 +300,10 @@ def test_an_external_nats(helm: Path) -> None:
                   "externalNats.credsSecrets.schemaAdmin=")
     hub = env_of(pod_spec(by_kind(docs, "Deployment")["rel-hermes-gateway-hub"])["containers"][0])
     assert "NATS_CREDS_FILE" not in hub
+    # The bridges' credentials alone: mounted where HUB_BRIDGE_CREDS_FILE says.
+    files = mounted_files(docs, "rel-hermes-gateway-hub", yours)["/etc/hermes/secrets/chart"]
+    assert hub["HUB_BRIDGE_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/bridge.creds"
+    assert files["bridge.creds"] == yours["hermes-nats-bridge"]["nats.creds"]
     assert not by_kind(docs, "Job")
 
 

@@ -107,7 +107,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $chartCreds := or (and $w.store (or $v.valkey.enabled $v.externalRedis.url)) (and $v.hub.enabled (not $v.nats.enabled)) -}}
 {{- $model := and $w.model $own (not (empty $v.hub.sharedSecretKeys)) -}}
 {{- $out = append $out (merge (dict "chartCreds" (not (empty $chartCreds))
-      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds)))
+      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds $w.bridgeCreds)))
       "settingsDir" (not (empty (or $w.settingsSecret $model))) "model" (not (empty $model))) $w) -}}
 {{- end -}}
 {{- toJson (dict "items" $out) -}}
