@@ -51,16 +51,23 @@ _ENDED = {pb.TASK_STATE_FAILED: "REMOTE_FAILED", pb.TASK_STATE_REJECTED: "REMOTE
 _ASKING = (pb.TASK_STATE_INPUT_REQUIRED, pb.TASK_STATE_AUTH_REQUIRED)
 
 
-class _HostScoped(httpx.Auth):
-    """An entry's credentials, on requests to its own host only."""
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port spelled out."""
+    default = {"https": 443, "http": 80}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
 
-    def __init__(self, headers: dict[str, str], host: str) -> None:
+
+class _HostScoped(httpx.Auth):
+    """An entry's credentials, on requests to its own origin only (its scheme, host and
+    port: not to another port of the host, nor over http when the entry says https)."""
+
+    def __init__(self, headers: dict[str, str], url: str) -> None:
         self.headers = headers
-        self.host = host
+        self.origin = _origin(httpx.URL(url))
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response,
                                                                None]:
-        if request.url.host == self.host:
+        if _origin(request.url) == self.origin:
             request.headers.update(self.headers)
         yield request
 
@@ -189,7 +196,7 @@ class RemoteA2A:
                 headers["Authorization"] = f"Bearer {entry.bearer.get_secret_value()}"
             client = guarded_client(internal_ok=self.internal_ok,
                                     timeout=httpx.Timeout(10.0, read=300.0))
-            client.auth = _HostScoped(headers, urlsplit(entry.url).hostname or "")
+            client.auth = _HostScoped(headers, entry.url)
             self._clients[entry.url] = client
         return client
 

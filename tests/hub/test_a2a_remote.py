@@ -122,11 +122,16 @@ async def test_an_agent_on_an_internal_address_needs_the_setting(bridged: Bridge
         assert remote.seen == [] and remote.authorizations == []
 
 
-async def test_credentials_go_to_the_configured_host_only(bridged: BridgedHub) -> None:
-    """The attack: a card names an interface on another host; the call goes there without
-    the entry's key (the remote refuses it, the task fails)."""
-    async with remote_agent() as remote:
-        moved = remote.url.replace("127.0.0.1", "localhost")
+@pytest.mark.parametrize("elsewhere", ["another host", "another port"])
+async def test_credentials_go_to_the_configured_host_only(bridged: BridgedHub,
+                                                          elsewhere: str) -> None:
+    """The attack: a card names an interface on another host, or on another port of the
+    same host (another service there); the call goes there without the entry's key (the
+    remote refuses it, the task fails)."""
+    async with remote_agent() as remote, remote_agent() as other:
+        moved = remote.url.replace("127.0.0.1", "localhost") if elsewhere == "another host" \
+            else other.url
+        receiver = remote if elsewhere == "another host" else other
         name = unique("oracle")
         bridges = await bridged.start_bridges(
             hub_agent_protocol=False, hub_a2a_agents=[entry(remote.url, name)],
@@ -141,7 +146,7 @@ async def test_credentials_go_to_the_configured_host_only(bridged: BridgedHub) -
             sender_id=unique("caller"), intent="lookup_claim", deadline_ms=10_000,
             arguments={"text": "hi"}))
         assert (response.status, response.error_code) == ("failed", "AGENT_ERROR")
-        assert remote.authorizations == [None]
+        assert receiver.authorizations == [None]
 
 
 def test_the_setting_takes_urls_or_a_yaml_list_with_credentials(
