@@ -421,3 +421,20 @@ def test_the_gateway_alone_gets_environment_copies_it_asks_for(
         "name": "rel-hermes-gateway", "key": "SLACK_BOT_TOKEN"}
     agent = readable(docs, "rel-hermes-gateway-agent-validator")
     assert _leaks(agent, GATEWAY_ONLY) == []
+
+
+def test_remote_a2a_credentials_reach_the_bridges_only(helm: Path) -> None:
+    """hub.a2aAgentsSecret: the remote A2A agents' list with their credentials is read by
+    the gateway and the hub (whose bridges call them), as their setting HUB_A2A_AGENTS, and
+    by no agent pod; the hub may then reach the internet."""
+    listed = "- url: https://agents.example.com/claims\n  bearer: tok-remote-a2a-10\n"
+    yours = {**YOURS, "remote-a2a": {"HUB_A2A_AGENTS": listed}}
+    docs = render(helm, *HUB, "--set", "hub.a2aAgentsSecret=remote-a2a")
+    for name in ("rel-hermes-gateway", "rel-hermes-gateway-hub"):
+        files = mounted_files(docs, name, yours)["/etc/hermes/secrets/chart"]
+        assert files["HUB_A2A_AGENTS"] == listed, name
+        env = env_of(pod_spec(pods(docs)[name])["containers"][0])
+        assert "/etc/hermes/secrets/chart" in env["HERMES_SECRETS_DIR"]["value"], name
+    for name in ("rel-hermes-gateway-agent-validator", "rel-hermes-gateway-agent-summarizer"):
+        assert not _holds(readable(docs, name, yours), "tok-remote-a2a-10"), name
+    assert _allowed_out(docs, "hub", INTERNET, 443)

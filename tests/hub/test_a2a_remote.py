@@ -4,6 +4,7 @@ address needs HUB_A2A_INTERNAL_HOSTS), and credentials sent to their own host on
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,3 +173,19 @@ def test_the_setting_takes_urls_or_a_yaml_list_with_credentials(
         with pytest.raises(ValidationError):
             parsed(bad)
     assert parsed("") == []
+
+
+
+def test_the_setting_is_read_from_a_secret_file(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """As the chart mounts it (hub.a2aAgentsSecret): a file HUB_A2A_AGENTS in a directory
+    of HERMES_SECRETS_DIR."""
+    from hub.settings import HubSettings
+
+    (tmp_path / "HUB_A2A_AGENTS").write_text(
+        "- url: https://agents.example.com/claims\n  bearer: tok-1\n")
+    monkeypatch.delenv("HUB_A2A_AGENTS", raising=False)
+    monkeypatch.setenv("HERMES_SECRETS_DIR", str(tmp_path))
+    [remote] = HubSettings(_env_file=None).hub_a2a_agents  # type: ignore[call-arg]
+    assert remote.url == "https://agents.example.com/claims"
+    assert remote.bearer is not None and remote.bearer.get_secret_value() == "tok-1"

@@ -52,7 +52,8 @@ app.kubernetes.io/component: {{ index . 1 }}
      credentials: the issuer Job's <name>-nats-creds with the bundled NATS, else one of
      yours), bridgeCreds (the gateway's and the hub's: the Secret of the bridges' identity,
      `bridge`, whose key nats.creds it mounts as bridge.creds: <name>-bridge-nats-creds with
-     the bundled NATS, else externalNats.credsSecrets.bridge), internet (egress outside the
+     the bundled NATS, else externalNats.credsSecrets.bridge), a2aSecret (the gateway's and
+     the hub's: hub.a2aAgentsSecret, whose key HUB_A2A_AGENTS it mounts), internet (egress outside the
      cluster), env (its own settings), chartCreds (the chart renders <name>-creds for it),
      chartDir / settingsDir (the directories of HERMES_SECRETS_DIR it mounts). */}}
 {{- define "hermes.workloads" -}}
@@ -72,7 +73,8 @@ app.kubernetes.io/component: {{ index . 1 }}
       (not (has (trim (toString (get $env "HUB_KNOWLEDGE_BASES"))) (list "" "{}"))))) -}}
 {{- $tools := not (has (trim (toString (get $env "HUB_TOOLS"))) (list "" "[]")) -}}
 {{/* Remote A2A agents (HUB_A2A_AGENTS): the hub's bridges call them too. */}}
-{{- $a2a := not (has (trim (toString (get $env "HUB_A2A_AGENTS"))) (list "" "[]")) -}}
+{{- $a2a := or (not (has (trim (toString (get $env "HUB_A2A_AGENTS"))) (list "" "[]")))
+      (not (empty $v.hub.a2aAgentsSecret)) -}}
 {{- $items = append $items (dict "name" (printf "%s-hub" $full) "component" "hub" "user" "hub"
       "store" (and $store $rag) "model" $rag "settingsSecret" ""
       "natsCreds" ($creds.hub | default "") "internet" (and $internet (or $rag $tools $a2a))
@@ -95,8 +97,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $out := list -}}
 {{- range $w := $items -}}
 {{- $_ := set $w "bridgeCreds" "" -}}
+{{- $_ := set $w "a2aSecret" "" -}}
 {{- if and $v.hub.enabled (eq $w.user "hub") -}}
 {{- $_ := set $w "bridgeCreds" ($creds.bridge | default "") -}}
+{{- $_ := set $w "a2aSecret" ($v.hub.a2aAgentsSecret | default "") -}}
 {{- end -}}
 {{- if and $v.hub.enabled $v.nats.enabled -}}
 {{- $_ := set $w "natsCreds" (printf "%s-nats-creds" $w.name) -}}
@@ -107,7 +111,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $chartCreds := or (and $w.store (or $v.valkey.enabled $v.externalRedis.url)) (and $v.hub.enabled (not $v.nats.enabled)) -}}
 {{- $model := and $w.model $own (not (empty $v.hub.sharedSecretKeys)) -}}
 {{- $out = append $out (merge (dict "chartCreds" (not (empty $chartCreds))
-      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds $w.bridgeCreds)))
+      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds $w.bridgeCreds $w.a2aSecret)))
       "settingsDir" (not (empty (or $w.settingsSecret $model))) "model" (not (empty $model))) $w) -}}
 {{- end -}}
 {{- toJson (dict "items" $out) -}}
@@ -233,6 +237,13 @@ app.kubernetes.io/component: {{ index . 1 }}
           items:
             - key: nats.creds
               path: bridge.creds
+      {{- end }}
+      {{- if $w.a2aSecret }}
+      - secret:
+          name: {{ $w.a2aSecret }}
+          items:
+            - key: HUB_A2A_AGENTS
+              path: HUB_A2A_AGENTS
       {{- end }}
 {{- end }}
 {{- end -}}
