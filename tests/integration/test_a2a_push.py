@@ -232,3 +232,21 @@ async def test_subscribe_to_a_task_follows_it_to_its_end(edge: Edge) -> None:
     assert any(e.HasField("artifact_update") for e in rest)
     with pytest.raises(UnsupportedOperationError):
         [e async for e in client.subscribe(pb.SubscribeToTaskRequest(id=task.id))]
+
+
+async def test_a_push_url_is_checked_again_when_delivered(
+        edge: Edge, caplog: pytest.LogCaptureFixture) -> None:
+    """The attack: a webhook allowed when the config was made points inside by the time
+    the task ends (its name resolves elsewhere now, or the deployment no longer names its
+    host). Each delivery is vetted again: nothing is sent."""
+    from gateway.api.a2a import _EDGE
+
+    client = await edge.client("alice")
+    task = await start(client, slow(url=edge.webhook.url, token="tok-1"))
+    [a2a_edge] = edge.h.client.app[_EDGE]
+    a2a_edge.push.hosts = []  # the deployment's HERMES_WEBHOOK_CALLBACK_HOSTS, now empty
+    caplog.set_level("WARNING", logger="gateway.a2a_push")
+    edge.agent.release.set()
+    said = f"push notification of {task.id} not sent"
+    await until(lambda: any(said in r.getMessage() for r in caplog.records))
+    assert edge.webhook.got == []
