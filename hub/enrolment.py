@@ -10,7 +10,8 @@ publish to), answered ``{"durable", "ack_wait", "max_deliver"}`` or ``{"error": 
 The bridge (``identity.BRIDGE``) reads the requests of every agent of another protocol it
 fronts through one consumer (``agent_bridge``), filtered to those agents' subjects: it asks
 on ``hmp.enroll.bridge`` with ``{"agents": [ids]}``, and the core adds the ids of the
-bridge's namespaces (``identity.is_bridged``) to the filter, never another.
+bridge's namespaces (``identity.is_bridged``) to the filter, never another; when the filter
+would pass ``MAX_BRIDGED`` subjects, those of agents discovery no longer lists are dropped.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from agent_core import ConfigError
 
 from .bus import TASKS, Bus
 from .errors import HubUnreachable
-from .identity import BRIDGE, check_agent_id, check_bridged_id, durable_of
+from .identity import BRIDGE, check_agent_id, check_bridged_id, durable_of, is_bridged
 from .subjects import requests_for
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,10 @@ async def ensure_bridge_consumer(bus: Bus, agent_ids: list[str]) -> dict[str, An
     if not subjects:  # a consumer without a filter would read every request
         raise ConfigError("the bridge names no agent to front")
     if len(subjects) > MAX_BRIDGED:
+        # Agents come and go (a protocol agent per session): the filter keeps those asked
+        # for now and those discovery still lists, and drops the others.
+        subjects = sorted(set(wanted) | (set(current) & await _live_bridged(bus)))
+    if len(subjects) > MAX_BRIDGED:
         raise ConfigError(f"the bridge fronts more than {MAX_BRIDGED} agents")
     if subjects != sorted(current) or not current:
         config = ConsumerConfig(
@@ -112,6 +117,17 @@ async def ensure_bridge_consumer(bus: Bus, agent_ids: list[str]) -> dict[str, An
         await bus.js.add_consumer(TASKS, config)  # made, or its filter widened
     return {"durable": durable, "ack_wait": settings.hub_ack_wait,
             "max_deliver": settings.hub_max_deliver, "agents": len(subjects)}
+
+
+async def _live_bridged(bus: Bus) -> set[str]:
+    """The request subjects of the bridge's agents discovery lists now."""
+    from .discovery import discover
+
+    try:
+        live = await discover(bus, "*")
+    except (NoRespondersError, NatsTimeout) as exc:
+        raise ConfigError(f"the bridge's agents are not known now: {exc}") from None
+    return {requests_for(c.agent_id) for c in live if is_bridged(c.agent_id)}
 
 
 async def bridge_consumer(bus: Bus, agent_ids: list[str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import contextlib
 from typing import Any
 
 import nats
+import pytest
 from synadia_ai.agent_service import PromptStream
 from synadia_ai.agents import Attachment, Envelope, ResponseChunk, StatusChunk
 
@@ -209,3 +210,35 @@ async def test_a_protocol_agents_files_questions_and_errors(bridged: BridgedHub)
     assert (failed.status, failed.error_code) == ("failed", "AGENT_ERROR")
     refused = await ask("x", attachments="not a list")
     assert (refused.status, refused.error_code) == ("failed", "INVALID_ARGUMENTS")
+
+
+async def test_the_bridges_filter_keeps_the_live_agents_when_full(
+        bridged: BridgedHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Protocol agents come and go (one per session): once the bridge's consumer would
+    pass its limit, the ids discovery no longer lists are dropped from its filter, so a new
+    agent is still fronted and the live ones still reached."""
+    from nats.js.api import ConsumerConfig
+
+    from hub import enrolment
+    from hub.bus import TASKS
+    from hub.identity import BRIDGE, durable_of
+    from hub.subjects import requests_for
+
+    await bridged.start_bridges()
+    _, owner = await bridged.host("echo", echo)
+    live = sap_id("echo", owner, "default")
+    await until_discovered(bridged.bus, live)
+    monkeypatch.setattr(enrolment, "MAX_BRIDGED", 3)
+    gone = [sap_id(f"gone{n}", "nobody", "default") for n in range(3)]
+    await enrolment.bridge_consumer(bridged.bus, gone[:2])
+    await enrolment.bridge_consumer(bridged.bus, gone[2:])
+
+    def filtered(config: ConsumerConfig) -> set[str]:
+        return set(config.filter_subjects or [])
+
+    info = await bridged.bus.js.consumer_info(TASKS, durable_of(BRIDGE))
+    assert filtered(info.config) == {requests_for(live), requests_for(gone[2])}
+    response = await bridged.bus.request(live, TaskRequest(
+        sender_id=unique("caller"), intent="echo", deadline_ms=10_000,
+        arguments={"text": "still here"}))
+    assert response.result == {"answer": "echo: still here"}
