@@ -6,7 +6,8 @@ reads; this module knows nothing of the hub.
 A message carries text, data and file parts (bytes, or a URL the gateway fetches under
 its SSRF guard; only the gateway's own agent takes files). Methods: ``SendMessage``
 (blocking unless ``configuration.returnImmediately``), ``SendStreamingMessage``
-(server-sent events, one JSON-RPC response per event), ``GetTask`` and ``CancelTask``.
+(server-sent events, one JSON-RPC response per event), ``GetTask``, ``CancelTask``,
+``ListTasks``, ``SubscribeToTask`` (events again) and the push notification configs.
 States: an answer (HMP ``success``) is COMPLETED with the result as an artifact; a
 question back (``partial``) is INPUT_REQUIRED with its next steps; anything else
 (``failed``: TIMEOUT, ...) is FAILED with the error code; a cancelled task is CANCELED.
@@ -34,7 +35,12 @@ PROTOCOL_VERSION = "1.0"
 #: JSON-RPC and A2A error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 TASK_NOT_FOUND, TASK_NOT_CANCELABLE, UNSUPPORTED = -32001, -32002, -32004
-METHODS = ("SendMessage", "SendStreamingMessage", "GetTask", "CancelTask")
+METHODS = ("SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "ListTasks",
+           "SubscribeToTask", "CreateTaskPushNotificationConfig",
+           "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+           "DeleteTaskPushNotificationConfig")
+#: The methods that answer with a stream of events (server-sent events).
+STREAMING = ("SendStreamingMessage", "SubscribeToTask")
 TERMINAL = frozenset({pb.TASK_STATE_COMPLETED, pb.TASK_STATE_FAILED, pb.TASK_STATE_CANCELED,
                       pb.TASK_STATE_REJECTED})
 #: States a task waits in for the client (then a blocking send returns).
@@ -81,7 +87,7 @@ def card(info: CardInfo, url: str, *, documentation_url: str | None = None) -> d
                                                 protocol_version=PROTOCOL_VERSION)],
         provider=pb.AgentProvider(organization="hermes-gateway",
                                   url=documentation_url or url),
-        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes={"bearer": pb.SecurityScheme(
             http_auth_security_scheme=pb.HTTPAuthSecurityScheme(
                 scheme="Bearer", description="a key of the gateway's HERMES_API_KEYS"))},
@@ -158,6 +164,8 @@ class Inbound:
     return_immediately: bool
     history_length: int | None = None
     files: list[FilePart] = field(default_factory=list)
+    #: A push notification config given with the message (``configuration``), as ProtoJSON.
+    push: dict[str, Any] | None = None
 
 
 def read_send(params: dict[str, Any]) -> Inbound:
@@ -202,11 +210,13 @@ def read_send(params: dict[str, Any]) -> Inbound:
                                  or not 1000 <= deadline <= 300_000):
         raise RpcError(INVALID_PARAMS, "metadata.deadline_ms must be 1000 to 300000")
     config = request.configuration
+    push = dict(MessageToDict(config.task_push_notification_config)) \
+        if config.HasField("task_push_notification_config") else None
     return Inbound(message, "\n".join(texts), data, skill,
                    int(deadline) if deadline is not None else None,
                    bool(config.return_immediately),
                    config.history_length if config.HasField("history_length") else None,
-                   files)
+                   files, push)
 
 
 def _last(url: str) -> str:

@@ -70,6 +70,7 @@ __all__ = [
     "EventType",
     "FileLock",
     "GuardedResolver",
+    "GuardedTransport",
     "HermesError",
     "LoopConfig",
     "Message",
@@ -99,6 +100,7 @@ __all__ = [
     "ToolResult",
     "Vetted",
     "check_url",
+    "guarded_client",
     "lazy_exports",
     "load_settings",
     "new_id",
@@ -110,6 +112,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .filelock import FileLock
+    from .guarded_http import GuardedTransport, guarded_client
     from .models._transport import EnvProxies
     from .settings import Settings, load_settings
     from .ssrf import (
@@ -126,6 +129,8 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(__name__, {"Settings": "settings", "load_settings": "settings",
                                       "FileLock": "filelock",
                                       "EnvProxies": "models._transport",
+                                      "GuardedTransport": "guarded_http",
+                                      "guarded_client": "guarded_http",
                                       **dict.fromkeys(("GuardedResolver", "PinnedResolver",
                                                        "ResolutionRefused", "Vetted",
                                                        "check_url",

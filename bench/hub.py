@@ -15,11 +15,16 @@
 4. An A2A SendMessage to a do-nothing hub agent through the gateway's A2A edge (the
    a2a-sdk client, real HTTP, the task kept in the embedded Valkey) against the bare hub
    round trip, alternating.
+5. A prompt of the Synadia Agent Protocol to the same agent through the bridge (the stock
+   client SDK, its stream read to the terminator: ack, answer, terminator; the bridge's
+   task_request and its answer on the bus) against the bare hub round trip, alternating;
+   unsigned, and signed (the SDK then asks the server who it is before each prompt).
 
     .venv/bin/python bench/hub.py [--requests 500] [--contexts 40] [--runs 200]
 
 Targets on this machine: hub round trip p50 <= raw + 1 ms; 1 MiB throughput >= 80% of raw;
-a workflow adds <= 2 ms p50 per step over the bare round trips.
+a workflow adds <= 2 ms p50 per step over the bare round trips; the bridge adds <= 1 ms p50
+over the bare round trip.
 """
 
 from __future__ import annotations
@@ -206,7 +211,83 @@ async def a2a_round_trips(settings: HubSettings, bus: Bus, n: int
     return bare, a2a
 
 
-async def main(requests: int, contexts: int, runs: int) -> None:
+async def protocol_round_trips(settings: HubSettings, server: EmbeddedNats, bus: Bus,
+                               n: int) -> dict[str, list[float]]:
+    """A protocol prompt through the bridge (unsigned, and signed) against the bare hub
+    round trip and the protocol alone (a prompt to a do-nothing agent of the stock host
+    SDK, no hub behind it), one of each in turn."""
+    import contextlib
+
+    import nats
+    from synadia_ai.agent_service import AgentService
+    from synadia_ai.agents import Agents, DiscoverFilter, Identity, signer_from_creds_file
+
+    from hub.bridges import Bridges
+    from hub.services import hub_services
+
+    async with contextlib.AsyncExitStack() as stack:
+        for service in hub_services(bus, settings)[:3]:  # discovery, deadlines, enrolment
+            await service.start()
+            stack.push_async_callback(service.stop)
+        bridges = Bridges(settings.model_copy(update={
+            "hub_bridge_creds_file": str(server.creds("bridge")),
+            "hub_agent_protocol_owner": "bench", "hub_agent_protocol_unsigned": True,
+            "hub_agent_protocol_scan": 0.5}))
+        stack.push_async_callback(bridges.stop)
+        await bridges.start()
+        creds = str(server.creds("sap-bench-caller"))
+        nc = await nats.connect(settings.nats_url[0].get_secret_value(),
+                                user_credentials=creds, inbox_prefix="_INBOX.sap-bench-caller")
+        stack.push_async_callback(nc.close)
+        plain = Agents(nc=nc)
+        signed = Agents(nc=nc, identity=Identity(signer=signer_from_creds_file(creds)))
+        stack.push_async_callback(plain.close)
+        stack.push_async_callback(signed.close)
+        agent = None
+        for _ in range(400):  # until the bridge has registered the agent
+            found = [a for a in await plain.discover(filter=DiscoverFilter(owner="bench"))
+                     if a.metadata.get("hmp_agent_id") == Noop.agent_id]
+            if found:
+                agent = found[0]
+                break
+            await asyncio.sleep(0.05)
+        assert agent is not None, "the bridge did not register the agent"
+        as_signed = (await signed.discover(filter=DiscoverFilter(owner="bench")))
+        agent_signed = next(a for a in as_signed
+                            if a.metadata.get("hmp_agent_id") == Noop.agent_id)
+        host = await nats.connect(settings.nats_url[0].get_secret_value(),
+                                  user_credentials=str(server.creds("sap-bench-echo")),
+                                  inbox_prefix="_INBOX.sap-bench-echo")
+        stack.push_async_callback(host.close)
+        echo = AgentService(agent="echo", owner="bench-echo", session_name="default", nc=host,
+                            max_concurrent_prompts=32)
+
+        async def answer(envelope: object, stream: object) -> None:
+            await stream.send("{}")  # type: ignore[attr-defined]
+
+        echo.on_prompt(answer)  # type: ignore[arg-type]
+        await echo.start()
+        stack.push_async_callback(echo.stop)
+        [alone] = await plain.discover(filter=DiscoverFilter(owner="bench-echo"))
+        took: dict[str, list[float]] = {"bare": [], "alone": [], "unsigned": [], "signed": []}
+        for i in range(n + 10):
+            started = time.perf_counter()
+            await bus.request(Noop.agent_id, TaskRequest(sender_id="bench", intent="noop",
+                                                         deadline_ms=5000))
+            now = {"bare": time.perf_counter() - started}
+            for name, target in (("alone", alone), ("unsigned", agent),
+                                 ("signed", agent_signed)):
+                started = time.perf_counter()
+                chunks = [c async for c in target.prompt("noop")]
+                now[name] = time.perf_counter() - started
+                assert len(chunks) == 2, chunks
+            if i >= 10:
+                for name, seconds in now.items():
+                    took[name].append(seconds)
+    return took
+
+
+async def main(requests: int, contexts: int, runs: int, only: str = "all") -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedNats(Path(tmp))
         info = await server.start()
@@ -218,16 +299,39 @@ async def main(requests: int, contexts: int, runs: int) -> None:
         runner = AgentRunner(agent_bus, Noop())
         await runner.start()
         try:
-            raw, hub = await round_trips(bus, requests)
-            shapes = {name: await throughput(bus, contexts, blob) for name, blob in (
-                ("JSON records", records(MIB)), ("random bytes", os.urandom(MIB)))}
-            bare, flow = await workflow_overhead(bus, runs)
-            bare_hop, a2a = await a2a_round_trips(settings, bus, runs)
+            if only == "all":
+                raw, hub = await round_trips(bus, requests)
+                shapes = {name: await throughput(bus, contexts, blob) for name, blob in (
+                    ("JSON records", records(MIB)), ("random bytes", os.urandom(MIB)))}
+                bare, flow = await workflow_overhead(bus, runs)
+                bare_hop, a2a = await a2a_round_trips(settings, bus, runs)
+            protocol = await protocol_round_trips(settings, server, bus, runs)
         finally:
             await runner.stop()
             await agent_bus.close()
             await bus.close()
             await server.stop()
+    ms = 1000
+    if only == "all":
+        _print_hub(requests, contexts, runs, raw, hub, shapes, bare, flow, bare_hop, a2a)
+    direct = protocol["bare"]
+    print(f"Synadia Agent Protocol prompt (stock client SDK, through the bridge) against the "
+          f"bare hub round trip, {runs} of each alternating:")
+    print(f"  bare hub round trip        p50 {statistics.median(direct) * ms:6.2f} ms   "
+          f"p99 {pct(direct, 0.99) * ms:6.2f} ms")
+    for name, label in (("alone", "the protocol alone (echo)"), ("unsigned", "bridged prompt"),
+                        ("signed", "bridged prompt, signed")):
+        took = protocol[name]
+        print(f"  {label:26} p50 {statistics.median(took) * ms:6.2f} ms   "
+              f"p99 {pct(took, 0.99) * ms:6.2f} ms   (bare + "
+              f"{(statistics.median(took) - statistics.median(direct)) * ms:.2f} ms, "
+              f"x{statistics.median(took) / statistics.median(direct):.2f})")
+    print("  target: the bridge adds <= 1 ms at p50 (the unsigned prompt over the bare trip)")
+
+
+def _print_hub(requests: int, contexts: int, runs: int, raw: list[float], hub: list[float],
+               shapes: dict[str, tuple[float, float, float]], bare: list[float],
+               flow: list[float], bare_hop: list[float], a2a: list[float]) -> None:
     ms = 1000
     print(f"task round trip over {requests} requests (one at a time):")
     print(f"  raw nats request-reply   p50 {statistics.median(raw) * ms:6.2f} ms   "
@@ -263,5 +367,7 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--contexts", type=int, default=40)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--only", choices=["all", "protocol"], default="all",
+                        help="protocol: only the Synadia Agent Protocol bridge's round trip")
     args = parser.parse_args()
-    asyncio.run(main(args.requests, args.contexts, args.runs))
+    asyncio.run(main(args.requests, args.contexts, args.runs, args.only))

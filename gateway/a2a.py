@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -32,7 +31,8 @@ from agent_core import PAUSED, TERMINAL
 from agent_core.ids import new_id
 
 from . import a2a_files
-from .a2a_tasks import A2ATasks, Record
+from .a2a_push import PushConfigs
+from .a2a_tasks import A2ATasks, Record, correlation_of, gateway_events
 
 if TYPE_CHECKING:
     from .service import Gateway
@@ -49,11 +49,18 @@ _DISCOVERY_TTL = 1.0
 
 @dataclass
 class _Live:
-    """A task running in this process: its events for streams, and how to stop it."""
+    """A task running in this process: its events for the stream that started it and for
+    those that follow it (SubscribeToTask), and how to stop it."""
 
     events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
+    followers: list[asyncio.Queue[Any]] = field(default_factory=list)
+
+    def put(self, event: Any) -> None:
+        """An event of the task, for every stream of it."""
+        for queue in (self.events, *self.followers):
+            queue.put_nowait(event)
 
 
 class A2AEdge:
@@ -66,8 +73,10 @@ class A2AEdge:
         self.sender = "a2a-" + "".join(c if c.isalnum() or c in "-_" else "_"
                                        for c in self.prefix)
         self._live: dict[str, _Live] = {}
-        self.tasks = A2ATasks(lambda: gateway.parts.opened.store.redis, self.prefix,
-                              retention=settings.task_retention)
+        redis = lambda: gateway.parts.opened.store.redis  # noqa: E731
+        self.tasks = A2ATasks(redis, self.prefix, retention=settings.task_retention)
+        self.push = PushConfigs(redis, self.tasks.keys, retention=settings.task_retention,
+                                callback_hosts=settings.hermes_webhook_callback_hosts)
         self._agents: list[Any] = []
         self._agents_at = -1e9
 
@@ -115,17 +124,23 @@ class A2AEdge:
 
     # -- calls ---------------------------------------------------------------------------
 
-    async def get(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    def live(self, task_id: str) -> _Live | None:
+        """The task, when it runs in this process."""
+        return self._live.get(task_id)
+
+    async def get(self, agent_id: str, params: dict[str, Any], principal: str
+                  ) -> dict[str, Any]:
         request = a2a.parse(params, a2a.pb.GetTaskRequest())
-        record = await self.tasks.of(agent_id, request.id)
+        record = await self.tasks.of(agent_id, request.id, principal)
         if record.state == a2a.pb.TASK_STATE_WORKING and record.task.id not in self._live:
-            await self._catch_up(record)
+            await self.catch_up(record)
         length = request.history_length if request.HasField("history_length") else None
         return a2a.task_json(record.task, length)
 
-    async def cancel(self, agent_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def cancel(self, agent_id: str, params: dict[str, Any], principal: str
+                     ) -> dict[str, Any]:
         request = a2a.parse(params, a2a.pb.CancelTaskRequest())
-        record = await self.tasks.of(agent_id, request.id)
+        record = await self.tasks.of(agent_id, request.id, principal)
         if record.state in a2a.TERMINAL:
             raise a2a.RpcError(a2a.TASK_NOT_CANCELABLE, f"task {request.id} has ended "
                                f"({a2a.pb.TaskState.Name(record.state)})")
@@ -134,20 +149,23 @@ class A2AEdge:
         await self._stop_remote(record)
         live = self._live.get(record.task.id)
         if live is not None:
-            live.events.put_nowait(event)
+            live.put(event)
             if live.runner is not None:
                 live.runner.cancel()
+        self.push.notify(record, [event])
         return a2a.task_json(record.task)
 
-    async def send(self, agent_id: str, params: dict[str, Any], *, stream: bool = False
-                   ) -> AsyncIterator[dict[str, Any]]:
-        """Start (or continue) a task; yields the task when done (or at once with
-        returnImmediately), or, streaming, the task and then each event."""
+    async def send(self, agent_id: str, params: dict[str, Any], principal: str, *,
+                   stream: bool = False) -> AsyncIterator[dict[str, Any]]:
+        """Start (or continue) a task of ``principal``'s; yields the task when done (or at
+        once with returnImmediately), or, streaming, the task and then each event."""
         inbound = a2a.read_send(params)
         if inbound.files:
             await a2a_files.check(inbound, self.gateway.settings,
                                   to_gateway=agent_id == GATEWAY_AGENT)
-        record = await self._open(agent_id, inbound)
+        record = await self._open(agent_id, inbound, principal)
+        if inbound.push is not None:  # refused (a URL inside) before anything runs
+            await self.push.create(record, inbound.push)
         live = _Live()
         self._live[record.task.id] = live
         submitted = a2a.task_json(record.task)
@@ -186,10 +204,10 @@ class A2AEdge:
 
     # -- running -------------------------------------------------------------------------
 
-    async def _open(self, agent_id: str, inbound: a2a.Inbound) -> Record:
+    async def _open(self, agent_id: str, inbound: a2a.Inbound, principal: str) -> Record:
         message = inbound.message
         if message.task_id:
-            record = await self.tasks.of(agent_id, message.task_id)
+            record = await self.tasks.of(agent_id, message.task_id, principal)
             if record.state not in a2a.INTERRUPTED:
                 raise a2a.RpcError(a2a.INVALID_PARAMS, f"task {message.task_id} is "
                                    f"{a2a.pb.TaskState.Name(record.state)}: only an "
@@ -208,7 +226,8 @@ class A2AEdge:
         context = message.context_id or new_id()
         intent = inbound.skill or await self._default_skill(agent_id)
         task = a2a.new_task(task_id, context, message)
-        return Record(task, agent_id, _correlation(context), intent, task_id)
+        return Record(task, agent_id, correlation_of(context), intent, task_id,
+                      principal=principal)
 
     async def _default_skill(self, agent_id: str) -> str:
         info = await self.info(agent_id)
@@ -254,8 +273,8 @@ class A2AEdge:
                 return
             details = note.details
             said = " ".join(f"{k}={v}" for k, v in details.items() if k != "run_id")
-            live.events.put_nowait(a2a.progress(record.task, f"{note.event_type}: {said}"
-                                                if said else note.event_type))
+            live.put(a2a.progress(record.task, f"{note.event_type}: {said}"
+                                  if said else note.event_type))
 
         subscription = await bus.nc.subscribe(log_subject(record.hmp_task_id), cb=relay)
         try:
@@ -307,7 +326,7 @@ class A2AEdge:
                     "error": "no answer in time"}, "TIMEOUT"))
                 return
             await asyncio.sleep(_POLL)
-        await self._end(record, live, _gateway_events(record, state))
+        await self._end(record, live, gateway_events(record, state))
 
     async def _end(self, record: Record, live: _Live, events: list[Any]) -> None:
         """Keep the task's outcome (unless it was cancelled meanwhile) and stream it."""
@@ -317,9 +336,10 @@ class A2AEdge:
             return
         await self.tasks.save(record)
         for event in events:
-            live.events.put_nowait(event)
+            live.put(event)
+        self.push.notify(record, events)
 
-    async def _catch_up(self, record: Record) -> None:
+    async def catch_up(self, record: Record) -> None:
         """A working task no process here follows (the one that did stopped): its outcome
         read from where it is kept, the gateway task's state or the agent's answer in
         HMP_REPLIES (the same outcome its own process would have written)."""
@@ -327,7 +347,7 @@ class A2AEdge:
         if record.agent == GATEWAY_AGENT:
             state = await self.gateway.parts.opened.store.load_task(record.hmp_task_id)
             if state is not None and (state.status in TERMINAL or state.status in PAUSED):
-                events = _gateway_events(record, state)
+                events = gateway_events(record, state)
         elif self._bus is not None:
             from hub import TaskRequest
 
@@ -338,6 +358,7 @@ class A2AEdge:
                 events = a2a.finish(record.task, kept.status, kept.result, kept.error_code)
         if events:
             await self.tasks.save(record)
+            self.push.notify(record, events)
 
     def _sender_of(self, record: Record) -> str:
         """The sender id of a task's requests: its own, so its answers stay findable."""
@@ -358,34 +379,9 @@ class A2AEdge:
                     run_id_of(self._sender_of(record), record.hmp_task_id))
 
     async def aclose(self) -> None:
-        """Stop the tasks running here (their clients read them with GetTask later)."""
+        """Stop the tasks running here (their clients read them with GetTask later) and
+        the push notifications still being sent."""
         for live in list(self._live.values()):
             if live.runner is not None:
                 live.runner.cancel()
-
-
-def _gateway_events(record: Record, state: Any) -> list[Any]:
-    """A gateway task's outcome put into its A2A task: the events it makes."""
-    if state.status == "answered":
-        return list(a2a.finish(record.task, "success",
-                               {"answer": state.answer or state.result_text or ""}, None))
-    if state.status in PAUSED:
-        question = state.result_text or (state.question.text if state.question else "")
-        return list(a2a.finish(record.task, "partial", {
-            "question": question, "next_steps": [{"intent": "chat", "ask": question}],
-            **({"approval": state.approval.model_dump(mode="json")}
-               if state.approval else {})}, None))
-    if state.status == "cancelled":
-        return [a2a.set_state(record.task, a2a.pb.TASK_STATE_CANCELED,
-                              state.result_text or "Cancelled.")]
-    return list(a2a.finish(record.task, "failed",
-                           {"error": state.error or state.result_text or ""},
-                           state.status.upper()))
-
-
-def _correlation(context_id: str) -> str:
-    """A context id as an HMP correlation id (as it is when it fits, else a hash of it)."""
-    if 0 < len(context_id) <= 128 and all(c.isalnum() or c in "_.:@-" for c in context_id) \
-            and context_id[0].isalnum():
-        return context_id
-    return "ctx-" + hashlib.sha256(context_id.encode()).hexdigest()[:32]
+        await self.push.aclose()

@@ -33,13 +33,18 @@ def add_commands(sub: Any) -> None:
                           "replay <correlation or run id>: its messages in order; "
                           "workflows: the kept workflows; load <file.yaml>: keep its "
                           "definitions; runs: the latest runs; show <run id>: one run; "
-                          "cancel <run id>; credentials --agent ID: issue an agent's NATS "
-                          "credentials (the embedded server) or print its permissions, or "
-                          "with --kubernetes every identity's into Secrets (the Helm "
-                          "chart's issuer Job); "
+                          "cancel <run id>; credentials --agent ID (or --bridge, or "
+                          "--protocol OWNER): issue its NATS credentials (the embedded "
+                          "server) or print its permissions, or with --kubernetes every "
+                          "identity's into Secrets (the Helm chart's issuer Job); "
                           "schemas: publish the built-in HMP schemas (as the schema admin)")
     hub.add_argument("target", nargs="?", help="for replay, load, show and cancel")
     hub.add_argument("--agent", help="for credentials: the agent's id")
+    hub.add_argument("--bridge", action="store_true",
+                     help="for credentials: the bridges' identity (bridge)")
+    hub.add_argument("--protocol", metavar="OWNER",
+                     help="for credentials: a participant of the Synadia Agent Protocol "
+                          "(sap-OWNER), hosting agents under OWNER")
     # The Helm chart's issuer Job (gateway/chartcreds.py): credentials into Secrets.
     hub.add_argument("--kubernetes", metavar="DIR", type=Path,
                      help="for credentials: issue into Kubernetes Secrets, as the service "
@@ -80,7 +85,7 @@ def cmd_hub(args: argparse.Namespace, settings: GatewaySettings) -> int:
         if args.authority or args.accounts or args.issue or args.label:
             raise ConfigError("--authority, --accounts, --issue and --label go with "
                               "--kubernetes")
-        return _credentials(settings, args.agent)
+        return _credentials(settings, _identity_of(args))
     if args.action == "schemas":
         return asyncio.run(_schemas(settings))
     if args.action == "replay":
@@ -122,27 +127,40 @@ def cmd_agent(args: argparse.Namespace, settings: GatewaySettings) -> int:
     return asyncio.run(_agent(own, check_agent_id(args.id), capabilities))
 
 
-def _credentials(settings: GatewaySettings, agent_id: str | None) -> int:
-    """An agent's NATS credentials: issued under the data directory for the embedded
-    server; for a server of one's own, the nsc command that makes its user."""
-    from hub.identity import check_agent_id, nsc_command
+def _identity_of(args: argparse.Namespace) -> str:
+    """The identity ``hub credentials`` is for: --agent, --bridge or --protocol (one)."""
+    from hub.identity import BRIDGE, PROTOCOL_PARTICIPANT, check_agent_id, check_owner
 
-    if not agent_id:
-        raise ConfigError("hub credentials needs --agent <agent id>")
-    check_agent_id(agent_id)
+    given = [g for g in (args.agent, args.bridge, args.protocol) if g]
+    if len(given) != 1:
+        raise ConfigError("hub credentials needs one of --agent <agent id>, --bridge, "
+                          "--protocol <owner>")
+    if args.bridge:
+        return BRIDGE
+    if args.protocol:
+        return PROTOCOL_PARTICIPANT + check_owner(args.protocol)
+    return check_agent_id(args.agent)
+
+
+def _credentials(settings: GatewaySettings, identity: str) -> int:
+    """An identity's NATS credentials: issued under the data directory for the embedded
+    server; for a server of one's own, the nsc command that makes its user."""
+    from hub.identity import nsc_command
+
     if settings.nats_url:
-        print(f"# NATS_URL names a server of your own: make {agent_id!r} a user of the "
-              "hub's account with exactly these permissions, and give the agent its "
-              ".creds file as NATS_CREDS_FILE (docs/hub.md, Identities).")
-        print(nsc_command(agent_id))
+        print(f"# NATS_URL names a server of your own: make {identity!r} a user of the "
+              "hub's account with exactly these permissions, and give its process the "
+              ".creds file as NATS_CREDS_FILE (the bridges: HUB_BRIDGE_CREDS_FILE; "
+              "docs/hub.md, Identities).")
+        print(nsc_command(identity))
         return 0
     from hub.server import EmbeddedNats
 
-    path = EmbeddedNats(settings.hermes_data_dir).authority.issue(agent_id)
+    path = EmbeddedNats(settings.hermes_data_dir).authority.issue(identity)
     print(path)
-    _console(stderr=True).print(f"credentials of agent [bold]{agent_id}[/] issued (0600): "
-                                "`hermes-gateway agent --id` on this data directory uses "
-                                "them; elsewhere, give them as NATS_CREDS_FILE")
+    _console(stderr=True).print(f"credentials of [bold]{identity}[/] issued (0600): "
+                                "processes on this data directory use them; elsewhere, "
+                                "give them as NATS_CREDS_FILE")
     return 0
 
 
@@ -185,8 +203,9 @@ async def _services(settings: GatewaySettings) -> int:
         tools = ", ".join(settings.hub_tools) or "none (HUB_TOOLS)"
         agents = ", ".join(a for a, on in (
             ("the workflow executor", settings.hub_executor),
-            ("the retriever and generator", settings.hub_rag or settings.hub_knowledge_bases))
-            if on)
+            ("the retriever and generator", settings.hub_rag or settings.hub_knowledge_bases),
+            ("the Synadia Agent Protocol bridge", settings.hub_agent_protocol),
+            ("the remote A2A agents", bool(settings.hub_a2a_agents))) if on)
         _console(stderr=True).print("[bold]hermes hub[/]: discovery, the deadline watch, the "
                                    f"context store and the tool service (allowlist: {tools}) "
                                    + (f"and {agents} " if agents else "")

@@ -156,7 +156,7 @@ class Gateway:
         model = self._model_override or (None if settings.model_configured
                                          else UnconfiguredModel())
         audit = AuditLog(store.redis, settings.redis_prefix, file=settings.hermes_audit_file)
-        bus = await start_hub(settings, stack, store) if settings.hermes_hub else None
+        bus = await start_hub(settings, stack, store, self) if settings.hermes_hub else None
         workflow_store = workflows_of(bus)
         if bus is not None:
             settings = settings.model_copy(update={

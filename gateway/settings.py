@@ -96,7 +96,6 @@ class GatewaySettings(HubSettings):
     hermes_event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
         "auto", description="serve's event loop; auto: uvloop when it is installed")
     hermes_lease_seconds: float = Field(30.0, ge=2)
-    hermes_run_timeout: float = Field(120.0, gt=0, description="wait of POST /agent/run")
     hermes_header_timeout: float = Field(
         10.0, gt=0, description="seconds a request's line and headers may take (408 after)")
     hermes_max_connections: int = Field(
@@ -113,8 +112,8 @@ class GatewaySettings(HubSettings):
     hermes_webhook_secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="signed webhook sources: {source: secret}")
     hermes_webhook_callback_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="hosts webhook answers may be POSTed to (inside "
-                                          "the network too); [] = any public host")
+        default_factory=list, description="hosts webhook answers and A2A push "
+        "notifications may be POSTed to (inside the network too); [] = any public host")
 
     # --- access policy -----------------------------------------------------------------
     hermes_allow_dms: bool = True

@@ -27,20 +27,26 @@ if TYPE_CHECKING:
     from hub import Bus
     from hub.workflows.store import WorkflowStore
 
+    from .service import Gateway
+
 log = logging.getLogger(__name__)
 
 
 async def start_hub(settings: GatewaySettings, stack: contextlib.AsyncExitStack,
-                     store: ConversationStore) -> Bus:
-    """The hub's bus, with its services (discovery, the deadline watch, contexts, tools) in
-    this process; other copies of them may run elsewhere (``hermes-gateway hub``). Imported
-    only when HERMES_HUB is on."""
+                    store: ConversationStore, gateway: Gateway | None = None) -> Bus:
+    """The hub's bus, with its services (discovery, the deadline watch, contexts, tools,
+    the bridges) in this process; other copies of them may run elsewhere (``hermes-gateway
+    hub``). ``gateway``: its own agent is a Synadia Agent Protocol agent too. Imported only
+    when HERMES_HUB is on."""
     from hub import Bus
     from hub.services import start_services
 
+    from .sap_agent import GatewayAgent
+
     bus = await Bus.connect(settings)
     stack.push_async_callback(bus.close)
-    await start_services(bus, settings, stack, store=store)
+    await start_services(bus, settings, stack, store=store,
+                         local=[GatewayAgent(gateway)] if gateway is not None else [])
     return bus
 
 

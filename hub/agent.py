@@ -37,7 +37,7 @@ from .discovery import Heartbeats
 from .enrolment import consumer_for
 from .identity import check_agent_id
 from .messages import Envelope, TaskRequest, TaskResponse, Violation
-from .subjects import conversation_of, reply_subject, requester_of
+from .subjects import addressee_of, conversation_of, reply_subject, requester_of
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,8 @@ class AgentRunner:
                                               message_id=message.message_id,
                                               sender_id=message.sender_id))
             return
-        message.received(requester_of(msg.subject), conversation_of(msg))
+        message.received(requester_of(msg.subject), conversation_of(msg),
+                         addressee_of(msg.subject))
 
         async def publish(subject: str, envelope: Envelope) -> bool:
             return await self.bus.publish(subject, envelope, headers)

@@ -73,7 +73,9 @@ def user_claims(granted: Permissions) -> dict[str, Any]:
                               "subs": -1, "data": -1, "payload": -1, "type": "user",
                               "version": 2}
     if granted.responses:
-        claims["resp"] = {"max": 1, "ttl": 0}
+        # ttl in nanoseconds, as the Go library writes a duration.
+        claims["resp"] = {"max": granted.response_max,
+                          "ttl": int(granted.response_ttl * 1_000_000_000)}
     return claims
 
 

@@ -44,6 +44,7 @@ from .subjects import (
     replies_to,
     reply_subject,
     request_subject,
+    responders,
 )
 
 log = logging.getLogger(__name__)
@@ -236,7 +237,7 @@ class Bus:
         HMP_REPLIES, when its sender id is its own (one per request) and the answer is the
         last there."""
         msg = None
-        for responder in dict.fromkeys((agent, CORE)):
+        for responder in responders(agent):
             try:
                 found = await self.js.get_last_msg(REPLIES, reply_subject(
                     responder, request.sender_id))

@@ -27,7 +27,7 @@ from agent_core.background import Background
 from .bus import REPLIES, TASKS, Bus, Headers
 from .identity import CORE
 from .messages import TaskRequest, TaskResponse, Violation
-from .subjects import reply_subject, responder_of
+from .subjects import addressee_of, reply_subject, responder_of, responders
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class DeadlineWatch:
         except Violation:
             return  # its agent answers it with the violation
         if isinstance(request, TaskRequest) and request.task_id not in self._open:
-            agent = msg.subject.split(".")[2]  # task.request.<agent>.<sender>
+            agent = addressee_of(msg.subject)
             self._open[request.task_id] = (request, Headers.of(msg, request), agent)
             heapq.heappush(self._due, (deadline_of(request), request.task_id))
 
@@ -99,8 +99,9 @@ class DeadlineWatch:
         if not isinstance(answer, TaskResponse) or answer.status == "partial":
             return
         entry = self._open.get(answer.task_id)
-        # Only an answer from the agent asked (or another copy's TIMEOUT) ends the wait.
-        if entry is not None and responder_of(msg.subject) in (entry[2], HUB_ID):
+        # Only an answer from the agent asked (the bridge for one it fronts), or another
+        # copy's TIMEOUT, ends the wait.
+        if entry is not None and responder_of(msg.subject) in responders(entry[2]):
             del self._open[answer.task_id]
 
     async def _watch(self) -> None:

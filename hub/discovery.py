@@ -3,7 +3,9 @@
 Every running copy of an agent sends a ``heartbeat`` on ``$HEALTHCHECK.<agent id>`` every
 few seconds (``Heartbeats``), and a ``log_event`` ``stopping`` when it stops; only that
 agent's identity may publish there, and a heartbeat that speaks for another agent than its
-subject names is refused. The discovery service
+subject names is refused. The bridge beats for the agents of other protocols it fronts on
+``$HEALTHCHECK.bridge``, and is believed for ids of their namespaces only
+(``identity.is_bridged``). The discovery service
 (``Discovery``, run by ``hermes-gateway hub``; any number of copies) keeps the latest of each
 copy and answers ``$DISCOVERY`` requests
 (``{"intent": "validate_claim"}``) with the live agents that have that capability, least
@@ -32,6 +34,7 @@ from agent_core.background import Background
 from agent_core.ids import new_id
 
 from .bus import Bus
+from .identity import BRIDGE, is_bridged
 from .messages import Heartbeat, LogEvent, Violation
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,12 @@ STOPPING = "stopping"
 INTERVAL = 2.0
 MISSED = 3
 BUSY = 80.0
+
+
+def _speaks_for(sender: str, agent_id: str) -> bool:
+    """Whether the identity that published on ``$HEALTHCHECK.<sender>`` may speak for
+    ``agent_id``: its own, or the bridge for an agent of another protocol."""
+    return agent_id == sender or (sender == BRIDGE and is_bridged(agent_id))
 
 
 def healthcheck_subject(agent_id: str) -> str:
@@ -155,13 +164,15 @@ class Discovery:
             log.warning("heartbeat refused: %s", exc)
             return
         if isinstance(beat, Heartbeat):
-            if beat.agent_id != sender:
+            if not _speaks_for(sender, beat.agent_id):
                 log.warning("a heartbeat on %s for agent %r refused: it speaks for another "
                             "agent", msg.subject, beat.agent_id)
                 return
             self.copies[(beat.agent_id, beat.endpoint or "")] = (beat, self.clock())
         elif isinstance(beat, LogEvent) and beat.event_type == STOPPING:
-            self.copies.pop((sender, str(beat.details.get("endpoint") or "")), None)
+            agent = str(beat.details.get("agent_id") or sender)
+            if _speaks_for(sender, agent):
+                self.copies.pop((agent, str(beat.details.get("endpoint") or "")), None)
 
     async def _on_query(self, msg: Msg) -> None:
         try:

@@ -6,6 +6,12 @@ consumer itself: a consumer's filter, or a push consumer's delivery subject, wou
 read or republish other agents' requests. So the core makes it: its own agents directly,
 any other when the agent asks on ``hmp.enroll.<agent id>`` (a subject only that agent may
 publish to), answered ``{"durable", "ack_wait", "max_deliver"}`` or ``{"error": ...}``.
+
+The bridge (``identity.BRIDGE``) reads the requests of every agent of another protocol it
+fronts through one consumer (``agent_bridge``), filtered to those agents' subjects: it asks
+on ``hmp.enroll.bridge`` with ``{"agents": [ids]}``, and the core adds the ids of the
+bridge's namespaces (``identity.is_bridged``) to the filter, never another; when the filter
+would pass ``MAX_BRIDGED`` subjects, those of agents discovery no longer lists are dropped.
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from agent_core import ConfigError
 
 from .bus import TASKS, Bus
 from .errors import HubUnreachable
-from .identity import check_agent_id, durable_of
+from .identity import BRIDGE, check_agent_id, check_bridged_id, durable_of, is_bridged
 from .subjects import requests_for
 
 log = logging.getLogger(__name__)
 
 ENROL = "hmp.enroll"
+#: Agents the bridge's one consumer may be filtered to.
+MAX_BRIDGED = 1000
 
 
 async def ensure_consumer(bus: Bus, agent_id: str) -> dict[str, Any]:
@@ -81,6 +89,60 @@ async def consumer_for(bus: Bus, agent_id: str, *, wait: float = 60.0) -> dict[s
     return dict(answer)
 
 
+async def ensure_bridge_consumer(bus: Bus, agent_ids: list[str]) -> dict[str, Any]:
+    """The core makes (or widens) the bridge's consumer to the requests of ``agent_ids``
+    too: each must be an id of the bridge's namespaces (ConfigError otherwise)."""
+    wanted = [requests_for(check_bridged_id(agent_id)) for agent_id in agent_ids]
+    settings = bus.settings
+    durable = durable_of(BRIDGE)
+    current: list[str] = []
+    with contextlib.suppress(NotFoundError):
+        made = (await bus.js.consumer_info(TASKS, durable)).config
+        current = list(made.filter_subjects or ([made.filter_subject]
+                                                if made.filter_subject else []))
+    subjects = sorted(set(current) | set(wanted))
+    if not subjects:  # a consumer without a filter would read every request
+        raise ConfigError("the bridge names no agent to front")
+    if len(subjects) > MAX_BRIDGED:
+        # Agents come and go (a protocol agent per session): the filter keeps those asked
+        # for now and those discovery still lists, and drops the others.
+        subjects = sorted(set(wanted) | (set(current) & await _live_bridged(bus)))
+    if len(subjects) > MAX_BRIDGED:
+        raise ConfigError(f"the bridge fronts more than {MAX_BRIDGED} agents")
+    if subjects != sorted(current) or not current:
+        config = ConsumerConfig(
+            name=durable, durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL, ack_wait=settings.hub_ack_wait,
+            max_deliver=settings.hub_max_deliver, filter_subjects=subjects)
+        await bus.js.add_consumer(TASKS, config)  # made, or its filter widened
+    return {"durable": durable, "ack_wait": settings.hub_ack_wait,
+            "max_deliver": settings.hub_max_deliver, "agents": len(subjects)}
+
+
+async def _live_bridged(bus: Bus) -> set[str]:
+    """The request subjects of the bridge's agents discovery lists now."""
+    from .discovery import discover
+
+    try:
+        live = await discover(bus, "*")
+    except (NoRespondersError, NatsTimeout) as exc:
+        raise ConfigError(f"the bridge's agents are not known now: {exc}") from None
+    return {requests_for(c.agent_id) for c in live if is_bridged(c.agent_id)}
+
+
+async def bridge_consumer(bus: Bus, agent_ids: list[str]) -> dict[str, Any]:
+    """The bridge's consumer, filtered to ``agent_ids`` among others, asked of the core
+    (made here when this is the core)."""
+    if bus.core:
+        return await ensure_bridge_consumer(bus, agent_ids)
+    reply = await bus.nc.request(f"{ENROL}.{BRIDGE}", json.dumps(
+        {"agents": agent_ids}).encode(), timeout=10)
+    answer = json.loads(reply.data)
+    if "error" in answer:
+        raise ConfigError(f"the bridge was not enrolled: {answer['error']}")
+    return dict(answer)
+
+
 class Enrolment:
     """Answers agents' enrolment requests (a queue group: one copy of the core answers)."""
 
@@ -100,8 +162,14 @@ class Enrolment:
     async def _on_request(self, msg: Msg) -> None:
         agent_id = msg.subject.rsplit(".", 1)[-1]
         try:
-            answer = await ensure_consumer(self.bus, agent_id)
-        except ConfigError as exc:
+            if agent_id == BRIDGE:
+                asked = json.loads(msg.data or b"{}").get("agents")
+                if not isinstance(asked, list):
+                    raise ConfigError('send {"agents": [the ids it fronts]}')
+                answer = await ensure_bridge_consumer(self.bus, asked)
+            else:
+                answer = await ensure_consumer(self.bus, agent_id)
+        except (ConfigError, ValueError, AttributeError) as exc:
             answer = {"error": str(exc)}
         except Exception as exc:
             log.warning("enrolment of %r failed: %s", agent_id, exc)

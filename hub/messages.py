@@ -97,6 +97,7 @@ class TaskRequest(Envelope):
     # Not in the body (nothing a sender writes there sets them): the bus carries them.
     _conversation: str | None = PrivateAttr(None)
     _requester: str | None = PrivateAttr(None)
+    _addressee: str | None = PrivateAttr(None)
 
     @property
     def conversation(self) -> str | None:
@@ -112,6 +113,13 @@ class TaskRequest(Envelope):
         None for a request not received from the bus."""
         return self._requester
 
+    @property
+    def addressee(self) -> str | None:
+        """The agent this request was sent to (its subject's agent token; for the bridge,
+        which agent of another protocol it is for); None for a request not received from
+        the bus."""
+        return self._addressee
+
     def for_conversation(self, conversation_id: str | None) -> TaskRequest:
         """This request, sent on behalf of ``conversation_id`` (only the core's assertion
         counts: ``conversation``)."""
@@ -119,11 +127,14 @@ class TaskRequest(Envelope):
         copy._conversation = conversation_id or None
         return copy
 
-    def received(self, requester: str, conversation: str | None) -> TaskRequest:
+    def received(self, requester: str, conversation: str | None,
+                 addressee: str | None = None) -> TaskRequest:
         """This request as its receiver knows it: from ``requester``, for
-        ``conversation`` (what the bus proved, not what the body says)."""
+        ``conversation``, sent to ``addressee`` (what the bus proved, not what the body
+        says)."""
         self._requester = requester
         self._conversation = conversation
+        self._addressee = addressee
         return self
 
 

@@ -1,12 +1,14 @@
 """The hub's services, started together: discovery, the deadline watch, enrolment, the
-context store and the tool service, and the hub's own agents (the workflow executor, the
-RAG agents). ``hermes-gateway hub`` runs them (several copies may), and so does the gateway
-with ``HERMES_HUB``; they are the hub's core (``identity.CORE``)."""
+context store and the tool service, the hub's own agents (the workflow executor, the RAG
+agents) and the bridges to other agent protocols. ``hermes-gateway hub`` runs them (several
+copies may), and so does the gateway with ``HERMES_HUB``; they are the hub's core
+(``identity.CORE``), but for the bridges, which connect as ``identity.BRIDGE``."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from agent_core.runtime import build_executor
 from agent_core.store import ConversationStore
@@ -18,6 +20,9 @@ from .deadlines import DeadlineWatch
 from .discovery import Discovery
 from .enrolment import Enrolment
 from .settings import HubSettings
+
+if TYPE_CHECKING:
+    from .bridges.sap_host import LocalAgent
 
 
 class Service(Protocol):
@@ -63,10 +68,12 @@ def hub_agents(bus: Bus, settings: HubSettings, *,
 
 async def start_services(bus: Bus, settings: HubSettings,
                          stack: contextlib.AsyncExitStack, *,
-                         store: ConversationStore | None = None) -> list[Service]:
-    """Start every service and the hub's own agents; ``stack`` stops them (in reverse
-    order). MCP servers whose tools HUB_TOOLS names (``<server>__<tool>``) are connected
-    for the tool service."""
+                         store: ConversationStore | None = None,
+                         local: Sequence[LocalAgent] = ()) -> list[Service]:
+    """Start every service, the hub's own agents and the bridges; ``stack`` stops them (in
+    reverse order). MCP servers whose tools HUB_TOOLS names (``<server>__<tool>``) are
+    connected for the tool service. ``local``: agents of this process (the gateway's own)
+    the bridge offers in the Synadia Agent Protocol too."""
     services = hub_services(bus, settings)
     tools = next(s for s in services if isinstance(s, ToolService))
     wanted = {name: config for name, config in settings.hermes_mcp_servers.items()
@@ -80,4 +87,10 @@ async def start_services(bus: Bus, settings: HubSettings,
     for service in [*services, *hub_agents(bus, settings, store=store)]:
         await service.start()
         stack.push_async_callback(service.stop)
+    if settings.hub_agent_protocol or settings.hub_a2a_agents:
+        from .bridges import Bridges
+
+        bridges = Bridges(settings, local=local)
+        stack.push_async_callback(bridges.stop)
+        await bridges.start()
     return services

@@ -4,8 +4,8 @@ The server lets an identity publish only under its own name (``identity``), so a
 reads who sent a message from its subject, never from the body's ``sender_id``:
 
 - ``task.request.<agent>.<sender identity>``: a request for ``agent``;
-- ``reply.<responder>.<sender id>``: an answer (the responder: the agent asked, or the
-  hub's core for its TIMEOUT);
+- ``reply.<responder>.<sender id>``: an answer (the responder: the agent asked, the
+  bridge for an agent of another protocol it fronts, or the hub's core for its TIMEOUT);
 - ``log.<task id>``: notes about a task while it runs.
 
 A request the core sends on behalf of a conversation carries it in the
@@ -20,7 +20,7 @@ from urllib.parse import unquote
 
 from nats.aio.msg import Msg
 
-from .identity import CORE, TRUSTED_ORIGINS
+from .identity import BRIDGE, CORE, TRUSTED_ORIGINS, is_bridged
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,17 @@ def requests_for(agent_id: str) -> str:
 def requester_of(subject: str) -> str:
     """The identity that sent the request on ``subject`` (the server made sure)."""
     return subject.rsplit(".", 1)[-1]
+
+
+def addressee_of(subject: str) -> str:
+    """The agent a request on ``subject`` (``task.request.<agent>.<sender>``) is for."""
+    return subject.split(".")[2]
+
+
+def responders(agent_id: str) -> tuple[str, ...]:
+    """Who may answer a request sent to ``agent_id``: that agent (the bridge, for an agent
+    of another protocol it fronts), or the hub's core (its deadline watch's TIMEOUT)."""
+    return (BRIDGE, CORE) if is_bridged(agent_id) else (agent_id, CORE)
 
 
 def reply_subject(responder: str, sender_id: str) -> str:
@@ -72,11 +83,11 @@ def conversation_of(msg: Msg) -> str | None:
 
 
 def answers_for(msg: Msg, agent: str, task_id: str) -> bool:
-    """Whether ``msg`` comes from who may answer a request sent to ``agent``: that agent,
-    or the hub's core (its deadline watch answers TIMEOUT). Anything else is logged and
-    ignored, whatever its body says."""
+    """Whether ``msg`` comes from who may answer a request sent to ``agent``: that agent
+    (the bridge for an agent it fronts), or the hub's core (its deadline watch answers
+    TIMEOUT). Anything else is logged and ignored, whatever its body says."""
     responder = responder_of(msg.subject)
-    if responder in (agent, CORE):
+    if responder in responders(agent):
         return True
     log.warning("an answer to task %s from %r ignored: %r was asked", task_id, responder,
                 agent)

@@ -8,12 +8,14 @@ characters.
 ``Keys(prefix)`` builds the store's own keys (conversations, tasks) and, through its
 sections, those of the gateway's parts: ``.queue`` (the work queue), ``.approvals``,
 ``.schedules``, ``.budgets`` (one Cluster slot for all: see ``BudgetKeys``), ``.console``
-(what the operator's console reads), plus the dedupe markers, rate-limit counters, dead
-letters, audit stream and leader leases. No other module writes a key's name.
+(what the operator's console reads), ``.a2a`` (the A2A edge's tasks), plus the dedupe
+markers, rate-limit counters, dead letters, audit stream and leader leases. No other module
+writes a key's name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -168,6 +170,29 @@ class ConsoleKeys:
         return f"{self.prefix}:{{console}}:processes"
 
 
+@dataclass(frozen=True, slots=True)
+class A2AKeys:
+    """The A2A edge's keys (``gateway.a2a_tasks``): each task, each caller's tasks of one
+    agent (what ListTasks reads), each task's push notification configs."""
+
+    prefix: str
+
+    def task(self, task_id: str) -> str:
+        """STRING: an A2A task as the edge keeps it (JSON: the task in ProtoJSON, its agent,
+        its caller's principal, ...)."""
+        return f"{self.prefix}:a2a:{task_id}"
+
+    def listed(self, agent_id: str, principal: str) -> str:
+        """ZSET: task id -> when it was made, of one principal's tasks of one agent (the
+        principal hashed: a name of HERMES_API_KEYS may hold any character)."""
+        digest = hashlib.sha256(principal.encode()).hexdigest()[:32]
+        return f"{self.prefix}:a2a-list:{agent_id}:{digest}"
+
+    def pushes(self, task_id: str) -> str:
+        """HASH: push notification config id -> the config (JSON) of one task."""
+        return f"{self.prefix}:a2a:{task_id}:push"
+
+
 class Keys:
     """Key builder for one deployment's prefix."""
 
@@ -200,6 +225,11 @@ class Keys:
     def rate(self, who: str, window: int) -> str:
         """STRING counter of one sender's messages in one rate-limit window."""
         return f"{self.prefix}:rate:{who}:{window}"
+
+    @cached_property
+    def a2a(self) -> A2AKeys:
+        """The A2A edge's keys."""
+        return A2AKeys(self.prefix)
 
     @cached_property
     def console(self) -> ConsoleKeys:

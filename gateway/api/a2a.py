@@ -1,16 +1,19 @@
 """The A2A edge's routes: ``GET /a2a/<agent_id>/.well-known/agent-card.json`` (public: it
 says how to authenticate) and ``POST /a2a/<agent_id>`` (JSON-RPC; the API keys of
-``/agent/*``). The protocol's code is imported on the first call."""
+``/agent/*``: a task belongs to the principal whose key started it, and only that principal
+reads, follows, lists, cancels it or has its pushes). The protocol's code is imported on the
+first call."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ..fetching import FileLimits
-from ._http import GATEWAY, body_within
+from ._http import GATEWAY, body_within, caller_of
 
 if TYPE_CHECKING:
     from ..a2a import A2AEdge
@@ -55,26 +58,57 @@ async def agent_card(request: web.Request) -> web.Response:
 
 
 async def rpc(request: web.Request) -> web.StreamResponse:
-    """One JSON-RPC call."""
+    """One JSON-RPC call, as the caller's principal."""
     from adapters import a2a
+
+    from ..a2a_follow import list_tasks, subscribe
 
     edge = _edge(request)
     agent_id = request.match_info["agent_id"]
+    principal = caller_of(request).principal.name
     call_id: Any = None
     try:
         call = a2a.read_call(await _body(request))
         call_id = call.id
         if call.method == "SendStreamingMessage":
-            return await _stream(request, edge, agent_id, call)
+            return await _stream(request, call, edge.send(agent_id, call.params, principal,
+                                                          stream=True))
+        if call.method == "SubscribeToTask":
+            return await _stream(request, call, subscribe(edge, agent_id, call.params,
+                                                          principal))
         if call.method == "SendMessage":
-            value = [v async for v in edge.send(agent_id, call.params)][-1]
+            value = [v async for v in edge.send(agent_id, call.params, principal)][-1]
         elif call.method == "GetTask":
-            value = await edge.get(agent_id, call.params)
+            value = await edge.get(agent_id, call.params, principal)
+        elif call.method == "CancelTask":
+            value = await edge.cancel(agent_id, call.params, principal)
+        elif call.method == "ListTasks":
+            value = await list_tasks(edge, agent_id, call.params, principal)
         else:
-            value = await edge.cancel(agent_id, call.params)
+            value = await _push(edge, agent_id, call, principal)
         return web.json_response(a2a.result(call, value))
     except a2a.RpcError as exc:
         return web.json_response(a2a.error(call_id, exc))
+
+
+async def _push(edge: A2AEdge, agent_id: str, call: Any, principal: str) -> Any:
+    """The push notification config methods, on a task of the caller's."""
+    from adapters import a2a
+
+    params = call.params
+    if call.method == "CreateTaskPushNotificationConfig":
+        record = await edge.tasks.of(agent_id, str(params.get("taskId", "")), principal)
+        return await edge.push.create(record, params)
+    named = a2a.parse(params, a2a.pb.GetTaskPushNotificationConfigRequest()
+                      if call.method != "ListTaskPushNotificationConfigs"
+                      else a2a.pb.ListTaskPushNotificationConfigsRequest())
+    record = await edge.tasks.of(agent_id, named.task_id, principal)
+    if call.method == "ListTaskPushNotificationConfigs":
+        return {"configs": await edge.push.of(record)}
+    if call.method == "GetTaskPushNotificationConfig":
+        return await edge.push.get(record, named.id)
+    await edge.push.delete(record, named.id)
+    return None
 
 
 async def _body(request: web.Request) -> bytes:
@@ -92,11 +126,11 @@ async def _body(request: web.Request) -> bytes:
                            "file as a url part") from None
 
 
-async def _stream(request: web.Request, edge: A2AEdge, agent_id: str, call: Any
+async def _stream(request: web.Request, call: Any, events: AsyncIterator[dict[str, Any]]
                   ) -> web.StreamResponse:
+    """A method that answers with events: server-sent events, one JSON-RPC answer each."""
     from adapters import a2a
 
-    events = edge.send(agent_id, call.params, stream=True)
     try:
         first = await anext(events)  # a refusal is a plain JSON-RPC error, not a stream
     except a2a.RpcError as exc:

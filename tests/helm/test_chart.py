@@ -201,8 +201,11 @@ def test_the_hub_runs_on_a_bundled_nats_with_its_agents(helm: Path) -> None:
                   "rel-hermes-gateway-agent-validator": "validator",
                   "rel-hermes-gateway-agent-summarizer": "summarizer",
                   "rel-hermes-gateway-schemas": "schema-admin"}
-    assert made["grants"] == {f"{name}-nats-creds": identity
-                              for name, identity in identities.items()}
+    # The gateway and the hub also run the bridges, as `bridge`, from a .creds of their own.
+    bridges = ("rel-hermes-gateway", "rel-hermes-gateway-hub")
+    assert made["grants"] == {
+        **{f"{name}-nats-creds": identity for name, identity in identities.items()},
+        **{f"{name}-bridge-nats-creds": "bridge" for name in bridges}}
     for name in identities:
         env = env_of(pod_spec(pods(docs)[name])["containers"][0])
         assert env["HERMES_HUB"]["value"] == "true", name
@@ -211,6 +214,13 @@ def test_the_hub_runs_on_a_bundled_nats_with_its_agents(helm: Path) -> None:
         chart_files = mounted_files(docs, name, {"summarizer-model-key": {}})[
             "/etc/hermes/secrets/chart"]
         assert chart_files["nats.creds"] == issued(docs)[f"{name}-nats-creds"]["nats.creds"]
+        if name in bridges:
+            assert env["HUB_BRIDGE_CREDS_FILE"]["value"] == \
+                "/etc/hermes/secrets/chart/bridge.creds"
+            assert chart_files["bridge.creds"] == \
+                issued(docs)[f"{name}-bridge-nats-creds"]["nats.creds"]
+        else:
+            assert "HUB_BRIDGE_CREDS_FILE" not in env and "bridge.creds" not in chart_files
         # Only the gateway uses the store (the hub too, with HUB_RAG).
         assert ("REDIS_URL" in chart_files) == (name == "rel-hermes-gateway"), name
         assert "NATS_URL" not in chart_files, name
@@ -265,7 +275,7 @@ def test_an_external_nats(helm: Path) -> None:
     assert "rel-hermes-gateway-nats" not in by_kind(docs, "Secret")
     assert issued(docs) == {} and not by_kind(docs, "Role")  # your NATS, your users
     yours = {f"hermes-nats-{who}": {"nats.creds": f"-----BEGIN NATS USER JWT----- {who}"}
-             for who in ("gateway", "hub", "schema-admin")}
+             for who in ("gateway", "hub", "schema-admin", "bridge")}
     # Each workload (the schemas Job too) its own .creds file, named by NATS_CREDS_FILE,
     # and the URL from its own Secret.
     for name, who in (("rel-hermes-gateway", "gateway"), ("rel-hermes-gateway-hub", "hub"),
@@ -276,6 +286,13 @@ def test_an_external_nats(helm: Path) -> None:
         files = mounted_files(docs, name, yours)["/etc/hermes/secrets/chart"]
         assert files["NATS_URL"].startswith("tls://nats-0.nats.internal:4222,"), name
         assert files["nats.creds"] == yours[f"hermes-nats-{who}"]["nats.creds"], name
+        # The gateway and the hub run the bridges, as `bridge`, from its .creds beside theirs.
+        if who == "schema-admin":
+            assert "HUB_BRIDGE_CREDS_FILE" not in env and "bridge.creds" not in files
+        else:
+            assert env["HUB_BRIDGE_CREDS_FILE"]["value"] == \
+                "/etc/hermes/secrets/chart/bridge.creds"
+            assert files["bridge.creds"] == yours["hermes-nats-bridge"]["nats.creds"], name
     # None given for the hub: NATS_URL alone (one login: the process warns); none for the
     # schema admin: no schemas Job (every process checks against the built-in schemas).
     docs = render(helm, "-f", str(CHART / "examples" / "external-nats.yaml"), "--set",
@@ -283,6 +300,10 @@ def test_an_external_nats(helm: Path) -> None:
                   "externalNats.credsSecrets.schemaAdmin=")
     hub = env_of(pod_spec(by_kind(docs, "Deployment")["rel-hermes-gateway-hub"])["containers"][0])
     assert "NATS_CREDS_FILE" not in hub
+    # The bridges' credentials alone: mounted where HUB_BRIDGE_CREDS_FILE says.
+    files = mounted_files(docs, "rel-hermes-gateway-hub", yours)["/etc/hermes/secrets/chart"]
+    assert hub["HUB_BRIDGE_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/bridge.creds"
+    assert files["bridge.creds"] == yours["hermes-nats-bridge"]["nats.creds"]
     assert not by_kind(docs, "Job")
 
 

@@ -90,8 +90,14 @@ def test_a_hub_or_agent_pod_reads_no_secret_of_the_gateway(
     for name in hub_pods:
         found = readable(docs, name, YOURS)
         own = f"{name}-nats-creds"
-        others = {f"the NATS credentials in {s}": c for s, c in creds.items() if s != own}
+        # The hub's pod runs the bridges too, as `bridge`, from a Secret of its own.
+        mine = (own, f"{name}-bridge-nats-creds")
+        others = {f"the NATS credentials in {s}": c for s, c in creds.items()
+                  if s not in mine}
         assert _leaks(found, others) == [], name
+        bridge = creds.get(mine[1])
+        assert (bridge is not None and _holds(found, bridge)) == name.endswith("-hub"), \
+            f"{name}: the bridge"
         assert _holds(found, creds[own]), f"{name}: its own NATS credentials"
         assert _holds(found, valkey) == (rag and name.endswith("-hub")), f"{name}: the store"
         if name.endswith("-summarizer"):  # its own model key (its existingSecret) only
@@ -383,6 +389,11 @@ def test_a_hub_that_calls_a_model_reaches_out_and_the_internet_can_be_closed(
     docs = render(helm, *HUB, "--set-string", "hub.env.HUB_TOOLS=http_fetch")
     assert _allowed_out(docs, "hub", INTERNET, 443)
     assert not _allowed_out(docs, "hub", _pod(docs, "valkey"), 6379)
+    # Remote A2A agents: the hub's bridges call them; without any, the hub stays inside.
+    assert not _allowed_out(render(helm, *HUB), "hub", INTERNET, 443)
+    docs = render(helm, *HUB, "--set-string",
+                  "hub.env.HUB_A2A_AGENTS=https://agents.example.com/card.json")
+    assert _allowed_out(docs, "hub", INTERNET, 443)
     closed = render(helm, *HUB, *RAG, "--set", "networkPolicy.egress.internet=false")
     for component in ("gateway", "hub", "agent-validator"):
         assert not _allowed_out(closed, component, INTERNET, 443), component
@@ -410,3 +421,20 @@ def test_the_gateway_alone_gets_environment_copies_it_asks_for(
         "name": "rel-hermes-gateway", "key": "SLACK_BOT_TOKEN"}
     agent = readable(docs, "rel-hermes-gateway-agent-validator")
     assert _leaks(agent, GATEWAY_ONLY) == []
+
+
+def test_remote_a2a_credentials_reach_the_bridges_only(helm: Path) -> None:
+    """hub.a2aAgentsSecret: the remote A2A agents' list with their credentials is read by
+    the gateway and the hub (whose bridges call them), as their setting HUB_A2A_AGENTS, and
+    by no agent pod; the hub may then reach the internet."""
+    listed = "- url: https://agents.example.com/claims\n  bearer: tok-remote-a2a-10\n"
+    yours = {**YOURS, "remote-a2a": {"HUB_A2A_AGENTS": listed}}
+    docs = render(helm, *HUB, "--set", "hub.a2aAgentsSecret=remote-a2a")
+    for name in ("rel-hermes-gateway", "rel-hermes-gateway-hub"):
+        files = mounted_files(docs, name, yours)["/etc/hermes/secrets/chart"]
+        assert files["HUB_A2A_AGENTS"] == listed, name
+        env = env_of(pod_spec(pods(docs)[name])["containers"][0])
+        assert "/etc/hermes/secrets/chart" in env["HERMES_SECRETS_DIR"]["value"], name
+    for name in ("rel-hermes-gateway-agent-validator", "rel-hermes-gateway-agent-summarizer"):
+        assert not _holds(readable(docs, name, yours), "tok-remote-a2a-10"), name
+    assert _allowed_out(docs, "hub", INTERNET, 443)

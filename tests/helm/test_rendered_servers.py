@@ -265,7 +265,8 @@ async def test_the_issuer_job_keeps_the_keys_and_issues_each_workload_its_own(
         assert keys.signed(creds, identity), secret
         users.add(_jwt(creds)["sub"])
     assert len(users) == len(made["grants"])  # the gateway's and the hub's core differ
-    assert sorted(made["grants"].values()) == sorted(IDENTITIES.values())
+    # The gateway and the hub run the bridges too, as `bridge`, each from a Secret of its own.
+    assert sorted(made["grants"].values()) == sorted([*IDENTITIES.values(), "bridge", "bridge"])
     # Only its own Secrets, and nothing it was refused.
     assert {r.name for r in api.requests} <= {"", *first}
     assert all(r.status in (200, 201, 404) for r in api.requests), api.requests
@@ -364,9 +365,25 @@ async def test_the_bundled_nats_admits_each_workload_as_its_identity_and_no_one_
         assert claims["nats"] == user_claims(permissions(identity)), name  # exactly these
         creds[name] = tmp_path / f"{name}.creds"
         creds[name].write_text(text)
+    # The gateway's and the hub's bridges log in as `bridge`, with exactly its permissions.
+    for name in ("rel-hermes-gateway", "rel-hermes-gateway-hub"):
+        env = env_of(pod_spec(pods(docs)[name])["containers"][0])
+        assert env["HUB_BRIDGE_CREDS_FILE"]["value"] == "/etc/hermes/secrets/chart/bridge.creds"
+        text = mounted_files(docs, name, chart_nats["yours"])[
+            "/etc/hermes/secrets/chart"]["bridge.creds"]
+        claims = _jwt(text)
+        assert claims["name"] == "bridge", name
+        assert claims["nats"] == user_claims(permissions("bridge")), name
+        (tmp_path / f"{name}-bridge.creds").write_text(text)
     errors: dict[str, list[str]] = {name: [] for name in creds}
     clients = {name: await _client(url, str(creds[name]), IDENTITIES[name], errors[name])
                for name in creds}
+    bridge_errors: list[str] = []
+    bridge = await _client(url, str(tmp_path / "rel-hermes-gateway-hub-bridge.creds"), "bridge",
+                           bridge_errors)
+    await bridge.flush()
+    await bridge.close()
+    assert bridge_errors == []
     try:
         core, validator = clients["rel-hermes-gateway"], \
             clients["rel-hermes-gateway-agent-validator"]

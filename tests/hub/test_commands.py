@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_core.models.replay import ReplayModelServer, Reply
 from hub import TaskRequest
 from hub.enrolment import Enrolment
@@ -170,6 +172,37 @@ async def test_workflows_from_the_command_line(nats: NatsServer, tmp_path: Path,
         assert await asyncio.wait_for(services.wait(), 30) == 0
 
 
+async def _prompted_over_the_protocol(data: Path, env: dict[str, str], agent_id: str,
+                                      url: str) -> None:
+    import nats
+    from synadia_ai.agents import (
+        Agents,
+        DiscoverFilter,
+        Identity,
+        ProtocolError,
+        signer_from_creds_file,
+    )
+
+    issued = await cli("hub", "credentials", "--protocol", "alice", env=env)
+    out, err = await issued.communicate()
+    assert issued.returncode == 0, err.decode()[-2000:]
+    creds = out.decode().strip()
+    assert creds == str(data / "nats" / "creds" / "sap-alice.creds")
+    nc = await nats.connect(url, user_credentials=creds, inbox_prefix="_INBOX.sap-alice")
+    agents = Agents(nc=nc, identity=Identity(signer=signer_from_creds_file(creds)))
+    try:
+        async with asyncio.timeout(30):
+            while not (found := [a for a in await agents.discover(
+                    filter=DiscoverFilter(owner="hermes-hub"))
+                    if a.metadata.get("hmp_agent_id") == agent_id]):
+                await asyncio.sleep(0.2)
+        with pytest.raises(ProtocolError, match="NOT_CONFIGURED"):
+            [m async for m in found[0].prompt("hello")]
+    finally:
+        await agents.close()
+        await nc.close()
+
+
 async def test_the_embedded_server_gives_each_process_an_identity(tmp_path: Path) -> None:
     """No NATS_URL: the hub's first process starts the embedded server in operator mode
     (no shared token), ``hub credentials --agent`` issues an agent's credentials (0600,
@@ -179,7 +212,7 @@ async def test_the_embedded_server_gives_each_process_an_identity(tmp_path: Path
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("LLM_", "HERMES_", "NATS_", "HUB_"))}
-    env.update(HERMES_DATA_DIR=str(data))
+    env.update(HERMES_DATA_DIR=str(data), HUB_AGENT_PROTOCOL_SCAN="0.5")
     services = await cli("hub", env=env)
     agent_id = unique("local-agent")
     agent = None
@@ -200,6 +233,8 @@ async def test_the_embedded_server_gives_each_process_an_identity(tmp_path: Path
         assert not (data / "nats" / "token").exists()
         agent = await cli("agent", "--id", agent_id, "--capabilities", "cli_check", env=env)
         bus = await Bus.connect(HubSettings(_env_file=None, hermes_data_dir=data))  # type: ignore[call-arg]
+        assert bus.nc.connected_url is not None
+        url = f"nats://{bus.nc.connected_url.netloc}"
         try:
             response = await bus.request(agent_id, TaskRequest(
                 sender_id=unique("caller"), intent="cli_check", deadline_ms=30_000,
@@ -207,6 +242,9 @@ async def test_the_embedded_server_gives_each_process_an_identity(tmp_path: Path
         finally:
             await bus.close()
         assert (response.status, response.error_code) == ("failed", "NOT_CONFIGURED")
+        # The bridge runs there too (its own identity): a protocol participant whose
+        # credentials `hub credentials --protocol` issued finds the agent and prompts it.
+        await _prompted_over_the_protocol(data, env, agent_id, url)
     finally:
         for process in (agent, services):
             if process is not None and process.returncode is None:

@@ -50,9 +50,12 @@ app.kubernetes.io/component: {{ index . 1 }}
      hub.sharedSecretKeys), settingsSecret (a Secret mounted whole: the gateway's own, an
      agent's existingSecret), natsCreds (the Secret whose key nats.creds is its NATS
      credentials: the issuer Job's <name>-nats-creds with the bundled NATS, else one of
-     yours), internet (egress outside the cluster), env (its own settings), chartCreds (the
-     chart renders <name>-creds for it), chartDir / settingsDir (the directories of
-     HERMES_SECRETS_DIR it mounts). */}}
+     yours), bridgeCreds (the gateway's and the hub's: the Secret of the bridges' identity,
+     `bridge`, whose key nats.creds it mounts as bridge.creds: <name>-bridge-nats-creds with
+     the bundled NATS, else externalNats.credsSecrets.bridge), a2aSecret (the gateway's and
+     the hub's: hub.a2aAgentsSecret, whose key HUB_A2A_AGENTS it mounts), internet (egress outside the
+     cluster), env (its own settings), chartCreds (the chart renders <name>-creds for it),
+     chartDir / settingsDir (the directories of HERMES_SECRETS_DIR it mounts). */}}
 {{- define "hermes.workloads" -}}
 {{- include "hermes.validate" . -}}
 {{- $v := .Values -}}
@@ -69,9 +72,12 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $rag := not (empty (or (include "hermes.on" (get $env "HUB_RAG"))
       (not (has (trim (toString (get $env "HUB_KNOWLEDGE_BASES"))) (list "" "{}"))))) -}}
 {{- $tools := not (has (trim (toString (get $env "HUB_TOOLS"))) (list "" "[]")) -}}
+{{/* Remote A2A agents (HUB_A2A_AGENTS): the hub's bridges call them too. */}}
+{{- $a2a := or (not (has (trim (toString (get $env "HUB_A2A_AGENTS"))) (list "" "[]")))
+      (not (empty $v.hub.a2aAgentsSecret)) -}}
 {{- $items = append $items (dict "name" (printf "%s-hub" $full) "component" "hub" "user" "hub"
       "store" (and $store $rag) "model" $rag "settingsSecret" ""
-      "natsCreds" ($creds.hub | default "") "internet" (and $internet (or $rag $tools))
+      "natsCreds" ($creds.hub | default "") "internet" (and $internet (or $rag $tools $a2a))
       "env" ($v.hub.env | default dict)) -}}
 {{- range $agent := $v.hub.agents -}}
 {{- $items = append $items (dict "name" (printf "%s-agent-%s" $full $agent.id)
@@ -90,13 +96,22 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- $out := list -}}
 {{- range $w := $items -}}
+{{- $_ := set $w "bridgeCreds" "" -}}
+{{- $_ := set $w "a2aSecret" "" -}}
+{{- if and $v.hub.enabled (eq $w.user "hub") -}}
+{{- $_ := set $w "bridgeCreds" ($creds.bridge | default "") -}}
+{{- $_ := set $w "a2aSecret" ($v.hub.a2aAgentsSecret | default "") -}}
+{{- end -}}
 {{- if and $v.hub.enabled $v.nats.enabled -}}
 {{- $_ := set $w "natsCreds" (printf "%s-nats-creds" $w.name) -}}
+{{- if eq $w.user "hub" -}}
+{{- $_ := set $w "bridgeCreds" (printf "%s-bridge-nats-creds" $w.name) -}}
+{{- end -}}
 {{- end -}}
 {{- $chartCreds := or (and $w.store (or $v.valkey.enabled $v.externalRedis.url)) (and $v.hub.enabled (not $v.nats.enabled)) -}}
 {{- $model := and $w.model $own (not (empty $v.hub.sharedSecretKeys)) -}}
 {{- $out = append $out (merge (dict "chartCreds" (not (empty $chartCreds))
-      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds)))
+      "chartDir" (not (empty (or $chartCreds (and $w.store $v.externalRedis.existingSecret) $w.natsCreds $w.bridgeCreds $w.a2aSecret)))
       "settingsDir" (not (empty (or $w.settingsSecret $model))) "model" (not (empty $model))) $w) -}}
 {{- end -}}
 {{- toJson (dict "items" $out) -}}
@@ -135,6 +150,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 # This workload's own identity on the hub (a user JWT and its nkey seed).
 - name: NATS_CREDS_FILE
   value: /etc/hermes/secrets/chart/nats.creds
+{{- end }}
+{{- if $w.bridgeCreds }}
+# The bridges' identity (`bridge`): the Synadia Agent Protocol and remote A2A agents.
+- name: HUB_BRIDGE_CREDS_FILE
+  value: /etc/hermes/secrets/chart/bridge.creds
 {{- end }}
 {{- if $root.Values.hub.enabled }}
 - name: HERMES_HUB
@@ -210,6 +230,20 @@ app.kubernetes.io/component: {{ index . 1 }}
           items:
             - key: nats.creds
               path: nats.creds
+      {{- end }}
+      {{- if $w.bridgeCreds }}
+      - secret:
+          name: {{ $w.bridgeCreds }}
+          items:
+            - key: nats.creds
+              path: bridge.creds
+      {{- end }}
+      {{- if $w.a2aSecret }}
+      - secret:
+          name: {{ $w.a2aSecret }}
+          items:
+            - key: HUB_A2A_AGENTS
+              path: HUB_A2A_AGENTS
       {{- end }}
 {{- end }}
 {{- end -}}
