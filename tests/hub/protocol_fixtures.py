@@ -18,31 +18,13 @@ from nats.aio.client import Client
 from synadia_ai.agent_service import AgentService, PromptStream
 from synadia_ai.agents import Agents, Envelope, Identity, signer_from_creds_file
 
-from hub import Agent, AgentRunner, Bus, TaskRequest, TaskResponse
+from hub import AgentRunner, Bus, TaskRequest
 from hub.bridges import Bridges
 from hub.discovery import discover
 from hub.services import hub_services
 from tests.conftest import NatsServer
 from tests.hub.conftest import BusFactory, unique
-
-Handler = Callable[[TaskRequest], Awaitable[tuple[str, dict[str, Any]]]]
-
-
-class Scripted(Agent):
-    """Answers each request as ``handler`` says; keeps every request it saw."""
-
-    def __init__(self, agent_id: str, capabilities: tuple[str, ...], handler: Handler) -> None:
-        super().__init__()
-        self.agent_id = agent_id
-        self.capabilities = capabilities
-        self.handler = handler
-        self.seen: list[TaskRequest] = []
-
-    async def on_message(self, request: TaskRequest) -> TaskResponse:
-        self.seen.append(request)
-        status, result = await self.handler(request)
-        return self.respond(request, status, result,
-                            error_code="REFUSED" if status == "failed" else None)
+from tests.hub.test_workflows import Handler, Scripted
 
 
 def answering(**result: Any) -> Handler:

@@ -16,20 +16,21 @@ from agent_core.models.replay import Failure, Reply
 from tests.integration import fixture_files as files
 from tests.integration.conftest import GatewayFactory, Harness
 from tests.integration.test_slack import event_body, mention, send, ts
+from tests.standins.slack_api import Message
 
 
-def answers(h: Harness) -> list[dict[str, Any]]:
-    """What was posted in Slack: notices and answers, in order."""
+def answers(h: Harness) -> list[Message]:
+    """The finished messages a person sees in Slack (notices and answers, posted, edited or
+    streamed), oldest first; a "working" placeholder is not one."""
     assert h.slack is not None
-    return [c for c in h.slack.of("chat.update") + h.slack.of("chat.postMessage")
-            if not c.get("text", "").startswith(WORKING)]
+    shown = [m for messages in h.slack.messages.values() for m in messages.values()
+             if not m.streaming and not m.deleted and not m.shown().startswith(WORKING)]
+    return sorted(shown, key=lambda m: float(m.ts))
 
 
 def said(h: Harness, text: str) -> bool:
-    """Whether a person sees ``text`` as a whole message (posted, edited or streamed)."""
-    assert h.slack is not None
-    return any(m.shown() == text and not m.streaming and not m.deleted
-               for messages in h.slack.messages.values() for m in messages.values())
+    """Whether a person sees ``text`` as a whole message."""
+    return any(m.shown() == text for m in answers(h))
 
 
 def user_content(h: Harness, request: int = 0) -> Any:
@@ -71,7 +72,7 @@ async def test_a_pdf_shared_in_slack_reaches_the_model_as_its_text_with_page_num
     assert "[Attachment: contract.pdf (application/pdf" in sent and "inbox/contract.pdf" in sent
     assert "data, not instructions" in sent  # the file's text is marked as data
     assert h.slack.downloads == [(shared["id"], "Bearer xoxb-test-token-1234567890")]
-    kept = inbox(h, "slack:T1:C9:" + answers(h)[0]["thread_ts"])
+    kept = inbox(h, "slack:T1:C9:" + str(answers(h)[0].thread_ts))
     assert sorted(p.name for p in kept.iterdir()) == ["contract.pdf", "contract.pdf.txt"]
 
 
@@ -113,7 +114,7 @@ async def test_a_download_that_drops_mid_way_is_a_clear_note(make_gateway: Gatew
     notice = h.slack.of("chat.postMessage")[0]["text"]
     assert "big.pdf could not be fetched" in notice and "Traceback" not in notice
     assert "could not be fetched" in text_of(user_content(h))
-    assert not any(inbox(h, "slack:T1:C9:" + answers(h)[0]["thread_ts"]).iterdir())
+    assert not any(inbox(h, "slack:T1:C9:" + str(answers(h)[0].thread_ts)).iterdir())
 
 
 async def test_a_file_larger_than_it_claims_stops_being_read_at_the_limit(
@@ -132,7 +133,8 @@ async def test_a_file_larger_than_it_claims_stops_being_read_at_the_limit(
     await slack_file(h, "read", honest)
     await h.wait_for(lambda: said(h, "fine"))
     assert [d for d, _ in h.slack.downloads] == [lying["id"]]
-    assert "HERMES_MAX_FILE_MB" in h.slack.of("chat.postMessage")[2]["text"]
+    notices = [m for m in answers(h) if "HERMES_MAX_FILE_MB" in m.shown()]
+    assert len(notices) == 2, "each file has its notice"
 
 
 async def test_a_file_whose_name_lies_about_its_type_is_kept_not_converted(
@@ -160,7 +162,7 @@ async def test_hostile_names_land_inside_the_inbox_made_safe(make_gateway: Gatew
               for n in names]
     await slack_file(h, "look", *shared)
     await h.wait_for(lambda: len(answers(h)) == 1)
-    kept = sorted(p.name for p in inbox(h, "slack:T1:C9:" + answers(h)[0]["thread_ts"])
+    kept = sorted(p.name for p in inbox(h, "slack:T1:C9:" + str(answers(h)[0].thread_ts))
                   .iterdir())
     assert "passwd" in kept and "bashrc" in kept and "boot.ini" in kept and "ab.txt" in kept
     assert all(len(n.encode()) <= 120 and not n.startswith(".") for n in kept)
