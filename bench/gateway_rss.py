@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -140,12 +141,17 @@ def telegram_mention(n: int) -> dict[str, Any]:
         "entities": [{"type": "mention", "offset": 0, "length": len(handle)}]}}
 
 
+#: A whole answer of the scripted model (a streamed one is "answer-" for a moment).
+ANSWER = re.compile(r"answer-\d+")
+
+
 def delivered(slack: SlackAPI, telegram: TelegramAPI) -> list[str]:
-    """Every answer text that reached a platform (one entry per delivery)."""
-    texts = [c.get("text", "") for c in slack.of("chat.update") + slack.of("chat.postMessage")]
-    texts += [c.get("text", "") for c in
-              telegram.of("sendMessage") + telegram.of("editMessageText")]
-    return [t for t in texts if t.startswith("answer-")]
+    """Every whole answer a person sees on a platform (one entry per message; posted,
+    edited or streamed)."""
+    texts = [m.shown() for messages in slack.messages.values() for m in messages.values()
+             if not m.streaming and not m.deleted]
+    texts += [m.text for m in telegram.messages.values() if not m.deleted]
+    return [t for t in texts if ANSWER.fullmatch(t)]
 
 
 async def one_run(tasks: int, latency: float) -> dict[str, float]:
