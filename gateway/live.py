@@ -222,13 +222,18 @@ class LiveReply(ReplyEnd):
                 self.new_turn = True  # a model call starts: its text is the new text
             case EventType.MODEL_DELTA if p.get("text"):
                 self.started = True
+                text = str(p["text"])
                 if self.new_turn:
                     self.new_turn = False
                     if self.record.mode != "stream":
                         self.display.text = ""
-                self.display.text += str(p["text"])
+                    elif self.streamed or self.pending:
+                        # A stream keeps what an earlier turn wrote ("Let me check."): the
+                        # new turn starts a paragraph (the answer replaces both at the end).
+                        text = "\n\n" + text
+                self.display.text += text
                 if not self.frozen:
-                    self.pending += str(p["text"])
+                    self.pending += text
             case EventType.PLAN_UPDATED if p.get("plan"):
                 self.display.plan = str(p["plan"]).strip().splitlines()[0][:256]
                 self.display.plan_new = True

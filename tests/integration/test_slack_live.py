@@ -345,6 +345,11 @@ async def test_a_streamed_answer_ends_with_every_step_it_showed_finished(
     steps = stream_steps(h)
     assert steps and set(steps.values()) == {"complete"}, h.slack.calls
     assert len(visible(h, event["ts"])) == 1
+    if says_first:  # while it streamed, the answer began a paragraph of its own
+        streamed = "".join(p.get("markdown_text") or "" for m, p in h.slack.calls
+                           if m in ("chat.startStream", "chat.appendStream"))
+        assert streamed in ("Let me work that out.",  # the answer came whole, at the end
+                            "Let me work that out.\n\nGrowth was 12%.")
 
 
 async def test_a_plan_the_agent_pins_is_the_streams_title(
