@@ -100,8 +100,12 @@ class Topology:
         options = dict(self.options)
         tls = options.pop("ssl", False)
         base = _SentinelSSLConnection if tls else SentinelManagedConnection
+        # The sentinels asked with a short retry of their own: redis-py's default (three
+        # tries, backing off up to 10 s) made each look-up with every sentinel down take
+        # ~20 s, and a gateway stopping in an outage ~50 s.
         sentinel = Sentinel(list(self.nodes), sentinel_kwargs={  # type: ignore[no-untyped-call]
-            **_TIMEOUTS, **self.sentinel_options}, **_TIMEOUTS, **_lean_handshake())
+            **_TIMEOUTS, "retry": Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+            **self.sentinel_options}, **_TIMEOUTS, **_lean_handshake())
         assert self.master is not None
         return sentinel.master_for(  # type: ignore[no-any-return]
             self.master, redis_class=MultiplexedRedis if multiplex else aioredis.Redis,
