@@ -133,7 +133,8 @@ class Bus:
                                 "docs/hub.md, Identities)")
                 elif embedded is not None:
                     await seed_embedded(bus.js, settings)
-            bus.schemas = await SchemaRegistry.open(bus.js, seed=shared and bus.core)
+            bus.schemas = await SchemaRegistry.open(bus.js, seed=shared and bus.core,
+                                                     replicas=settings.hub_replicas)
         except BaseException:
             await bus.close()
             raise
@@ -151,7 +152,8 @@ class Bus:
                                   retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
                                   max_age=retention if name in (TASKS, REPLIES, TOOLS, LOG)
                                   else None,
-                                  duplicate_window=_DUPLICATE_WINDOW)
+                                  duplicate_window=_DUPLICATE_WINDOW,
+                                  num_replicas=self.settings.hub_replicas)
             try:
                 await self.js.add_stream(config)
             except BadRequestError:

@@ -62,7 +62,8 @@ class DeadlineWatch:
     async def start(self) -> None:
         """Follow both streams from now on and start the clock."""
         self._claims = await self.bus.js.create_key_value(KeyValueConfig(
-            bucket=CLAIMS, history=1, ttl=_CLAIM_TTL, storage=StorageType.FILE))
+            bucket=CLAIMS, history=1, ttl=_CLAIM_TTL, storage=StorageType.FILE,
+            replicas=self.bus.settings.hub_replicas))
         self._subscriptions = [
             await self.bus.js.subscribe("task.request.>", stream=TASKS, ordered_consumer=True,
                                         deliver_policy=DeliverPolicy.NEW, cb=self._on_request),

@@ -128,8 +128,20 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- if and $root.Values.hub.enabled $root.Values.nats.enabled }}
 # The bundled NATS (no credential in the URL: the .creds file below is the login).
+{{- $full := include "hermes.fullname" $root }}
+{{- $replicas := int $root.Values.nats.replicas }}
+{{- if gt $replicas 1 }}
+{{- $urls := list }}
+{{- range $i := until $replicas }}{{ $urls = append $urls (printf "nats://%s-nats-%d.%s-nats-cluster:4222" $full $i $full) }}{{ end }}
+# Every server of the bundled cluster; the streams and buckets with a copy on each.
 - name: NATS_URL
-  value: {{ printf "nats://%s-nats:4222" (include "hermes.fullname" $root) | quote }}
+  value: {{ join "," $urls | quote }}
+- name: HUB_REPLICAS
+  value: {{ $replicas | quote }}
+{{- else }}
+- name: NATS_URL
+  value: {{ printf "nats://%s-nats:4222" $full | quote }}
+{{- end }}
 {{- end }}
 {{- if $w.natsCreds }}
 # This workload's own identity on the hub (a user JWT and its nkey seed).
@@ -323,6 +335,12 @@ capabilities:
 {{- if $v.hub.enabled -}}
 {{- if and $v.nats.enabled $v.externalNats.url -}}
 {{- fail "nats.enabled and externalNats.url both name the hub's bus: set nats.enabled=false to use externalNats.url" -}}
+{{- end -}}
+{{- if and $v.nats.enabled (not (has (int $v.nats.replicas) (list 1 3 5))) -}}
+{{- fail (printf "nats.replicas=%v: use 1 (one server), 3 or 5 (a JetStream cluster keeps a majority up: an even number survives no more failures than one fewer)" $v.nats.replicas) -}}
+{{- end -}}
+{{- if and $v.nats.enabled (not (has $v.nats.antiAffinity (list "preferred" "required"))) -}}
+{{- fail "nats.antiAffinity is preferred or required" -}}
 {{- end -}}
 {{- if and (not $v.nats.enabled) (not $v.externalNats.url) -}}
 {{- fail "hub.enabled needs one NATS server that every pod reaches: set nats.enabled=true (a bundled NATS with JetStream) or externalNats.url" -}}
