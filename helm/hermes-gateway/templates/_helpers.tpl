@@ -53,11 +53,15 @@ app.kubernetes.io/component: {{ index . 1 }}
      yours), internet (egress outside the cluster), env (its own settings), chartCreds (the
      chart renders <name>-creds for it), chartDir / settingsDir (the directories of
      HERMES_SECRETS_DIR it mounts). */}}
+{{- define "hermes.externalStore" -}}
+{{- with .Values.externalRedis }}{{ if or .url .existingSecret .clusterNodes .sentinels }}true{{ end }}{{ end -}}
+{{- end -}}
+
 {{- define "hermes.workloads" -}}
 {{- include "hermes.validate" . -}}
 {{- $v := .Values -}}
 {{- $full := include "hermes.fullname" . -}}
-{{- $store := not (empty (or $v.valkey.enabled $v.externalRedis.url $v.externalRedis.existingSecret)) -}}
+{{- $store := not (empty (or $v.valkey.enabled (include "hermes.externalStore" .))) -}}
 {{- $own := ternary (include "hermes.secretName" .) "" (not (empty (or $v.existingSecret $v.secrets))) -}}
 {{- $creds := $v.externalNats.credsSecrets | default dict -}}
 {{- $internet := $v.networkPolicy.egress.internet -}}
@@ -125,6 +129,21 @@ app.kubernetes.io/component: {{ index . 1 }}
 # Secret settings as files, one per setting (the chart's directory last: it wins).
 - name: HERMES_SECRETS_DIR
   value: {{ join ":" . | quote }}
+{{- end }}
+{{- if $w.store }}
+{{- with $root.Values.externalRedis }}
+{{- if .clusterNodes }}
+# The store is a Redis Cluster (credentials and TLS, if any: REDIS_URL, in the files).
+- name: REDIS_CLUSTER_NODES
+  value: {{ .clusterNodes | quote }}
+{{- else if .sentinels }}
+# The store's primary, found through Sentinel.
+- name: REDIS_SENTINELS
+  value: {{ .sentinels | quote }}
+- name: REDIS_SENTINEL_MASTER
+  value: {{ .sentinelMaster | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and $root.Values.hub.enabled $root.Values.nats.enabled }}
 # The bundled NATS (no credential in the URL: the .creds file below is the login).
@@ -269,9 +288,10 @@ capabilities:
 {{- if not $v.image.repository -}}
 {{- fail "image.repository is not set: build the image from the repository's Dockerfile, push it to a registry of yours and set image.repository (helm/hermes-gateway/README.md says how)" -}}
 {{- end -}}
-{{- range $name := list "REDIS_URL" "NATS_URL" -}}
+{{- range $name := list "REDIS_URL" "NATS_URL" "REDIS_CLUSTER_NODES" "REDIS_SENTINELS" "REDIS_SENTINEL_MASTER" -}}
 {{- if or (hasKey $v.secrets $name) (hasKey $v.env $name) -}}
-{{- fail (printf "%s is set by the chart: use %s instead of secrets/env" $name (ternary "externalRedis.url (with valkey.enabled=false)" "externalNats.url (with nats.enabled=false)" (eq $name "REDIS_URL"))) -}}
+{{- $instead := dict "REDIS_URL" "externalRedis.url (with valkey.enabled=false)" "NATS_URL" "externalNats.url (with nats.enabled=false)" -}}
+{{- fail (printf "%s is set by the chart: use %s instead of secrets/env" $name (get $instead $name | default "externalRedis.clusterNodes / externalRedis.sentinels (with valkey.enabled=false)")) -}}
 {{- end -}}
 {{- end -}}
 {{/* Settings in plain environment values: never a secret, never what the chart sets. */}}
@@ -281,7 +301,7 @@ capabilities:
 {{- end -}}
 {{- range $each := $envs -}}
 {{- range $name, $_ := index $each 1 -}}
-{{- if has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB") -}}
+{{- if has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB" "REDIS_CLUSTER_NODES" "REDIS_SENTINELS" "REDIS_SENTINEL_MASTER" "HUB_REPLICAS") -}}
 {{- fail (printf "%s.%s is set by the chart (the store, the bus and secret files come from valkey/externalRedis, nats/externalNats and the Secrets)" (index $each 0) $name) -}}
 {{- end -}}
 {{- if regexMatch "(_KEY|_KEYS|_TOKEN|_SECRET|_SECRETS|_PASSWORD)$" (upper $name) -}}
@@ -318,7 +338,15 @@ capabilities:
 {{- fail "networkPolicy.egress.internet is true or false" -}}
 {{- end -}}
 {{- end -}}
-{{- $external := or $v.externalRedis.url $v.externalRedis.existingSecret -}}
+{{- $external := include "hermes.externalStore" . -}}
+{{- with $v.externalRedis -}}
+{{- if and .clusterNodes .sentinels -}}
+{{- fail "externalRedis.clusterNodes and externalRedis.sentinels are both set: a store is a Redis Cluster or a primary behind Sentinel, not both" -}}
+{{- end -}}
+{{- if ne (empty .sentinels) (empty .sentinelMaster) -}}
+{{- fail "externalRedis.sentinels and externalRedis.sentinelMaster go together: the sentinels, and the name they monitor the primary under" -}}
+{{- end -}}
+{{- end -}}
 {{- if and $v.valkey.enabled $external -}}
 {{- fail "valkey.enabled and externalRedis both name the store: set valkey.enabled=false to use externalRedis" -}}
 {{- end -}}
