@@ -166,3 +166,13 @@ async def test_the_rendered_cluster_keeps_every_acknowledged_request_when_a_serv
         assert state.messages == 200, "every acknowledged request kept, none twice"
     finally:
         await bus.close()
+
+
+def test_hub_replicas_is_the_charts_with_its_nats_and_yours_with_yours(helm: Path) -> None:
+    assert "HUB_REPLICAS is set by the chart" in refusal(
+        helm, *CLUSTER, "--set", "hub.env.HUB_REPLICAS=3")
+    docs = render(helm, *HUB, "--set", "nats.enabled=false", "--set-string",
+                  r"externalNats.url=nats://a:4222\,nats://b:4222\,nats://c:4222",
+                  "--set", "hub.env.HUB_REPLICAS=3")
+    env = env_of(pod_spec(pods(docs)[f"{FULL}-hub"])["containers"][0])
+    assert env["HUB_REPLICAS"]["value"] == "3"

@@ -301,7 +301,7 @@ capabilities:
 {{- end -}}
 {{- range $each := $envs -}}
 {{- range $name, $_ := index $each 1 -}}
-{{- if has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB" "REDIS_CLUSTER_NODES" "REDIS_SENTINELS" "REDIS_SENTINEL_MASTER" "HUB_REPLICAS") -}}
+{{- if or (has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB" "REDIS_CLUSTER_NODES" "REDIS_SENTINELS" "REDIS_SENTINEL_MASTER")) (and (eq $name "HUB_REPLICAS") $v.nats.enabled) -}}
 {{- fail (printf "%s.%s is set by the chart (the store, the bus and secret files come from valkey/externalRedis, nats/externalNats and the Secrets)" (index $each 0) $name) -}}
 {{- end -}}
 {{- if regexMatch "(_KEY|_KEYS|_TOKEN|_SECRET|_SECRETS|_PASSWORD)$" (upper $name) -}}
