@@ -19,7 +19,7 @@ import pytest
 
 from agent_core.store.embedded import free_port
 from hub import Bus, HubSettings
-from hub.bus import TASKS
+from hub.bus import REPLIES, TASKS
 from hub.server import binary_path as nats_binary
 from tests.standins.kubernetes_api import KubernetesAPI
 
@@ -121,7 +121,7 @@ async def nats_cluster(helm: Path, tmp_path: Path) -> AsyncIterator[dict[str, An
         creds = tmp_path / "gateway.creds"
         creds.write_text(mounted_files(docs, FULL, yours)["/etc/hermes/secrets/chart"][
             "nats.creds"])
-        yield {"servers": servers, "creds": creds, "docs": docs}
+        yield {"servers": servers, "creds": creds, "docs": docs, "made": _made(api)}
     finally:
         for server in servers:
             if "process" in server:
@@ -176,3 +176,107 @@ def test_hub_replicas_is_the_charts_with_its_nats_and_yours_with_yours(helm: Pat
                   "--set", "hub.env.HUB_REPLICAS=3")
     env = env_of(pod_spec(pods(docs)[f"{FULL}-hub"])["containers"][0])
     assert env["HUB_REPLICAS"]["value"] == "3"
+
+
+async def test_hub_traffic_on_the_rendered_cluster_survives_a_server_killed(
+        nats_cluster: dict[str, Any], tmp_path: Path) -> None:
+    """An agent answering requests and two deadline watches (two copies of the hub's
+    services) on the rendered cluster, each as its own identity; the server the agent is
+    connected to is SIGKILLed mid-traffic: every request answered exactly once, and a
+    request nobody serves answered TIMEOUT once. Without the agent publishing its answer
+    again while its client moves to another server, an answer cut off waited for the
+    request's redelivery after the ack wait (30 s), past its deadline: TIMEOUT."""
+    from hub import AgentRunner, TaskRequest
+    from hub.deadlines import DeadlineWatch
+    from hub.services import hub_services
+    from hub.subjects import replies_to
+    from tests.hub.test_bus import Echo
+
+    servers, docs = nats_cluster["servers"], nats_cluster["docs"]
+    urls = ",".join(f"nats://127.0.0.1:{s['port']}" for s in servers)
+    agent_creds = tmp_path / "validator.creds"
+    agent_creds.write_text(mounted_files(docs, f"{FULL}-agent-validator", {
+        **YOURS, **nats_cluster["made"]})["/etc/hermes/secrets/chart"]["nats.creds"])
+
+    def settings(creds: Path) -> HubSettings:
+        return HubSettings(_env_file=None, nats_url=urls,  # type: ignore[call-arg]
+                           nats_creds_file=str(creds), hub_replicas=3,
+                           hermes_data_dir=tmp_path)
+
+    buses: list[Bus] = []
+    services: list[Any] = []
+    watches: list[DeadlineWatch] = []
+    runner: AgentRunner | None = None
+    try:
+        async with asyncio.timeout(60):
+            while True:  # the meta leader is elected a moment after the servers start
+                try:
+                    buses.append(await Bus.connect(settings(nats_cluster["creds"])))
+                    break
+                except Exception:
+                    await asyncio.sleep(0.2)
+        buses.append(await Bus.connect(settings(nats_cluster["creds"])))
+        for bus in buses:  # two copies of the hub's services (enrolment, deadlines ...)
+            for service in hub_services(bus, bus.settings):
+                await service.start()
+                services.append(service)
+                if isinstance(service, DeadlineWatch):
+                    watches.append(service)
+        agent_bus = await Bus.connect(settings(agent_creds), identity="validator")
+        buses.append(agent_bus)
+        agent = Echo("validator")
+        runner = AgentRunner(agent_bus, agent)
+        await runner.start()
+        caller = buses[0]
+        timeouts: list[Any] = []
+
+        async def keep(msg: Any) -> None:
+            timeouts.append(msg)
+
+        lonely = TaskRequest(sender_id="lonely-caller", intent="echo", deadline_ms=3000)
+        await caller.nc.subscribe(replies_to(lonely.sender_id), cb=keep)
+        unanswered = asyncio.ensure_future(caller.request("summarizer", lonely))
+
+        async def ask(n: int) -> str:
+            request = TaskRequest(sender_id=f"caller-{n}", intent="echo",
+                                  arguments={"n": n}, deadline_ms=30_000)
+            for _ in range(50):  # a publish refused while the client moves on: again
+                try:
+                    response = await caller.request("validator", request)
+                    return str(response.status) if response.status == "success" else \
+                        f"{response.status} {response.error_code} {response.result}"
+                except Exception:
+                    await asyncio.sleep(0.2)
+            return "never sent"
+
+        first = await asyncio.gather(*(ask(n) for n in range(20)))
+        victim = next(s for s in servers
+                      if s["port"] == int(agent_bus.nc.connected_url.port or 0))  # type: ignore[union-attr]
+        rest = asyncio.gather(*(ask(n) for n in range(20, 60)))
+        async with asyncio.timeout(30):  # requests on their way when the server dies
+            while len(agent.seen) < 30:
+                await asyncio.sleep(0.005)
+        victim["process"].send_signal(signal.SIGKILL)
+        answers = [*first, *await rest]
+        assert answers == ["success"] * 60
+        assert len(set(agent.seen)) == 60, "every request handled"
+        assert len(agent.seen) == 60, "and once"
+        response = await unanswered
+        assert response.status == "failed" and response.error_code == "TIMEOUT"
+        # Whichever watch sent it (while the cluster fails over, the hub's TIMEOUT can
+        # come after the caller's own fallback answered: the caller is still told once),
+        # never stored twice (the 60 answers and at most one TIMEOUT), and a live
+        # subscriber sees it at most once (one reconnecting misses what passed meanwhile).
+        assert response.sender_id in ("hub", "hub-client"), response
+        assert (await caller.js.stream_info(REPLIES)).state.messages <= 61
+        await asyncio.sleep(0.5)  # a second TIMEOUT would have come by now
+        assert len(timeouts) <= 1, "TIMEOUT once, from one of the two watches"
+        # (a copy whose publish lost its ack counts none, though its answer was stored)
+        assert sum(w.timed_out for w in watches) <= 1
+    finally:
+        if runner is not None:
+            await runner.stop()
+        for service in reversed(services):
+            await service.stop()
+        for bus in buses:
+            await bus.close()
