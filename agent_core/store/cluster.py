@@ -94,6 +94,18 @@ class OutagesNamed(RedisCluster):
         except RedisClusterException as exc:
             raise ClusterDownError(f"cannot read the cluster's slots: {exc}") from exc
 
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except AttributeError as exc:
+            # redis-py 8: a node's connection closed under a command while the slot map is
+            # read again (a failover) has no writer any more, and the command fails with
+            # AttributeError before anything is written: the store is away, not a mistake.
+            if "'NoneType' object has no attribute" not in str(exc):
+                raise
+            raise RedisConnectionError(f"a connection closed under the command: {exc}") \
+                from exc
+
     async def aclose(self) -> None:
         """Close every node's connections, also while the slot map is to be read again
         (redis-py's own ``aclose`` then closes none: they would be left to the GC)."""
