@@ -148,6 +148,17 @@ class Settings(BaseSettings):
     redis_url: SecretStr | None = Field(
         None, description="redis://, rediss:// (TLS) or unix://; unset: embedded Valkey")
     redis_prefix: str = Field("hermes", pattern=r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$")
+    redis_cluster_nodes: Annotated[list[str], NoDecode] = Field(default_factory=list, description=(
+        "a Redis Cluster's seed nodes, host:port,...; credentials and TLS from REDIS_URL"))
+    redis_sentinels: Annotated[list[str], NoDecode] = Field(default_factory=list, description=(
+        "Sentinels (host:port,...) naming the primary; its credentials and TLS from REDIS_URL"))
+    redis_sentinel_master: str | None = Field(None, description="the primary's name there")
+    redis_sentinel_username: str | None = None  # the sentinels' own credentials, if any
+    redis_sentinel_password: SecretStr | None = None
+    hermes_store_shards: int = Field(16, ge=1, le=1024, description="fixed: it names keys")
+    hermes_store_replica_acks: int | None = Field(None, ge=0, le=16, description=(
+        "replicas that must have a write (WAIT); unset: 1 on a cluster or Sentinel, else 0"))
+    hermes_store_replica_timeout_ms: int = Field(1000, ge=10, le=60_000)
     conversation_ttl: float = Field(0, ge=0, description="forget idle conversations; 0 = off")
     conversation_max_archive: int = Field(100_000, ge=100)
     task_retention: float = Field(7 * 86400, gt=0, description="seconds finished tasks are kept")
@@ -188,7 +199,8 @@ class Settings(BaseSettings):
         return value.rstrip("/")
 
     @field_validator("hermes_tools", "hermes_fetch_allow_hosts", "hermes_approval_skip_roles",
-                     "hermes_approval_skip_tools", "hermes_fetch_allow", mode="before")
+                     "hermes_approval_skip_tools", "hermes_fetch_allow", "redis_cluster_nodes",
+                     "redis_sentinels", mode="before")  # "a,b" or '["a", "b"]'
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return comma_list(value)
@@ -222,6 +234,10 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, dotenv_settings, *files, _YamlSource(settings_cls))
 
     # --- derived -----------------------------------------------------------------------
+    @property
+    def store_external(self) -> bool:
+        """Whether the store is not the embedded one (REDIS_URL, a cluster, Sentinel)."""
+        return bool(self.redis_url or self.redis_cluster_nodes or self.redis_sentinels)
     def tool_extra(self) -> dict[str, Any]:
         """Deployment limits every tool call carries in ctx.extra."""
         return {

@@ -39,6 +39,13 @@ gateway otherwise idle) and prints what each took beyond the model time its task
 ``--replicas R`` runs R separate gateways on consecutive ports, conversations spread
 over them.
 
+``--store cluster`` runs the gateways on a Redis Cluster of three primaries with a replica
+each, started on loopback from the valkey-server binary the project ships
+(``tests/clusters.py``), with REDIS_CLUSTER_NODES (writes acknowledged by a replica:
+HERMES_STORE_REPLICA_ACKS=1, the default there); ``--store embedded`` (the default) is the
+embedded Valkey. Either way the bench prints the store's commands per answer (the servers'
+own count, every primary's, from INFO).
+
 ``--floor`` first sends the same burst of first messages to an aiohttp app that only
 answers 202 (in its own process), on fresh and on kept-alive connections, with this
 client and with aiohttp's: the part of the ack time that is the HTTP stack and the load
@@ -63,9 +70,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
+from redis.asyncio import Redis
 
 from adapters.webhook import signed_headers
 
@@ -286,8 +295,25 @@ async def sync_runs(session: aiohttp.ClientSession, base: str, runs: int, token:
     return added
 
 
+async def store_commands(data: Path, cluster: Any) -> int:
+    """Commands the store's servers have processed (every primary's, on a cluster)."""
+    if cluster is not None:
+        counts = [int((await n.info("stats"))["total_commands_processed"])
+                  for n in await cluster.primaries()]
+        return sum(counts)
+    from agent_core.store.embedded import EmbeddedValkey
+
+    info = await EmbeddedValkey(data).start()  # the gateway's server, already running
+    client = Redis.from_url(info.url)
+    try:
+        return int((await client.info("stats"))["total_commands_processed"])
+    finally:
+        await client.aclose()
+
+
 async def main(conversations: int, messages: int, latency: float, port: int,
-               replicas: int, workers: int, processes: int, sync: int) -> int:
+               replicas: int, workers: int, processes: int, sync: int,
+               store: str = "embedded") -> int:
     answers: dict[str, asyncio.Future[float]] = {}
     received: dict[str, int] = defaultdict(int)
 
@@ -319,6 +345,11 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     callback_url = f"http://127.0.0.1:{runner.addresses[0][1]}/cb"
 
     data = Path(tempfile.mkdtemp(prefix="hermes-load-"))
+    cluster: Any = None
+    if store == "cluster":
+        from tests.clusters import start_cluster
+
+        cluster = await start_cluster(data / "cluster")
     env = {**os.environ, "HERMES_DATA_DIR": str(data),
            "LLM_PROVIDER": "openai", "LLM_MODEL_NAME": "bench",
            "LLM_BASE_URL": model_url, "LLM_API_KEY": "sk-bench-0123456789abcdef",
@@ -328,6 +359,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
            # The answers go back to this process's receiver, on loopback.
            "HERMES_WEBHOOK_CALLBACK_HOSTS": "127.0.0.1",
            "SLACK_BOT_TOKEN": "", "TELEGRAM_BOT_TOKEN": "", "REDIS_URL": ""}
+    if cluster is not None:
+        env.update(REDIS_CLUSTER_NODES=cluster.seeds, REDIS_URL=cluster.url)
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get(
         "BENCH_PROFILE") else []
     # Replicas share the data directory, so the first one's embedded Valkey serves them all.
@@ -376,11 +409,13 @@ async def main(conversations: int, messages: int, latency: float, port: int,
                     e2e[text] = arrived - http.written
                 await http.close()
 
+            commands_before = await store_commands(data, cluster)
             cpu_before = sum(gateway_cpu(g.pid) for g in gateways)
             started = time.perf_counter()
             await asyncio.gather(*(talk(n) for n in range(conversations)))
             elapsed = time.perf_counter() - started
             cpu_used = sum(gateway_cpu(g.pid) for g in gateways) - cpu_before
+            commands = await store_commands(data, cluster) - commands_before
             await asyncio.sleep(1.0)  # let any duplicate arrive before counting
 
             # The API takes the gateway's local token (made at its first start).
@@ -404,6 +439,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
         await runner.cleanup()
         model.terminate()
         model.wait(10)
+        if cluster is not None:
+            cluster.close()
 
     total = conversations * messages
     lost = sum(1 for k in answers if received[k] == 0)
@@ -412,7 +449,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     e2e_times = list(e2e.values())
     print(f"{conversations} conversations x {messages} messages, model latency "
           f"{latency * 1000:.0f} ms, {replicas} gateway(s) of {processes} serving "
-          f"process(es) with {workers} workers each, sharing one embedded Valkey:")
+          f"process(es) with {workers} workers each, sharing "
+          f"{'a 3+3 Redis Cluster' if cluster is not None else 'one embedded Valkey'}:")
     print(f"  ack latency      p50 {percentile(acks, .5) * 1000:7.2f} ms   "
           f"p99 {percentile(acks, .99) * 1000:7.2f} ms   (target p99 < 50 ms)")
     for label, values in (("first messages", first_acks),
@@ -428,6 +466,8 @@ async def main(conversations: int, messages: int, latency: float, port: int,
     print(f"  throughput       {total / elapsed:7.1f} answers/s ({total} in {elapsed:.1f} s)")
     print(f"  gateway CPU      {cpu_used / total * 1000:7.2f} ms per answer "
           f"({cpu_used / elapsed * 100:.0f}% of one core, all replicas)")
+    print(f"  store commands   {commands / total:7.1f} per answer (the servers' count, "
+          "every primary's)")
     print(f"  lost {lost}, duplicated {duplicated}, wrong {len(wrong)} (target 0, 0, 0); "
           f"mean ack {statistics.fmean(acks) * 1000:.2f} ms")
     if sync_added:
@@ -463,9 +503,11 @@ if __name__ == "__main__":
                         help="first measure the same burst against a do-nothing aiohttp app")
     parser.add_argument("--sync", type=int, default=50,
                         help="then this many synchronous /agent/run calls, one at a time")
+    parser.add_argument("--store", choices=("embedded", "cluster"), default="embedded",
+                        help="the embedded Valkey, or a local 3+3 Redis Cluster")
     args = parser.parse_args()
     if args.floor:
         asyncio.run(floor(args.conversations, args.port + 50))
     sys.exit(asyncio.run(main(args.conversations, args.messages, args.model_latency,
                               args.port, args.replicas, args.workers or default_workers(),
-                              args.processes, args.sync)))
+                              args.processes, args.sync, args.store)))

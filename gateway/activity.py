@@ -97,8 +97,8 @@ class Activity:
     def __init__(self, redis: Redis, prefix: str, *, figures: Figures | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.redis = redis
-        self.keys = Keys(prefix).console
-        self._task_key = Keys(prefix).task
+        self.keys = Keys.of(redis, prefix).console
+        self._task_key = Keys.of(redis, prefix).task
         self.figures = figures
         self.clock = clock
         self.name = f"{socket.gethostname()}:{os.getpid()}"

@@ -90,7 +90,7 @@ class ApprovalService:
         self.router = router
         self.audit = audit
         self.roles = Roles.from_settings(settings)
-        self.keys = Keys(settings.redis_prefix).approvals
+        self.keys = Keys.of(redis, settings.redis_prefix).approvals
         self._decide = redis.register_script(_DECIDE)
         #: Approvals a caller in this process waits to see stored (``until_open``).
         self._opening: dict[str, asyncio.Event] = {}

@@ -219,7 +219,7 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     # The embedded store's server starts up while redis-py and the runtime are imported
     # (~40 ms of its own, mostly calibrating its clock, against ~150 ms of imports).
     server = EmbeddedValkey(settings.hermes_data_dir) \
-        if persistent and settings.redis_url is None else None
+        if persistent and not settings.store_external else None
     if server is not None:
         await server.launch()
     try:
@@ -242,7 +242,8 @@ async def _run_task(settings: Settings, text: str, conversation: str, *, json_ou
     settled()  # the collector back on, start-up frozen (gateway.start)
     try:
         await start_mcp(runtime)
-        task_id = new_id(16)
+        # In the conversation's shard when the store is a cluster (keys.py).
+        task_id = opened.store.keys.new_task_id(conversation) if opened else new_id(16)
         # The operator at their own terminal: every permission, and a sandbox of the task's
         # own under the data dir, as the gateway gives each task.
         result = await runtime.loop.run(TaskRequest(

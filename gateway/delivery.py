@@ -99,7 +99,7 @@ class Deliverer:
                  on_done: Callable[[OutboundMessage, Done], None] | None = None) -> None:
         self.channels = channels
         self.redis = redis
-        self._keys = Keys(prefix)
+        self._keys = Keys.of(redis, prefix)
         self.dead_letters = self._keys.dead_letters()
         self.max_seconds = max_seconds
         self.base_delay = base_delay

@@ -62,7 +62,7 @@ class Edits:
     def __init__(self, *, redis: Redis, prefix: str, queue: WorkQueue,
                  store: ConversationStore, deliverer: Deliverer) -> None:
         self.redis = redis
-        self.keys = Keys(prefix)
+        self.keys = Keys.of(redis, prefix)
         self.queue = queue
         self.store = store
         self.deliverer = deliverer
@@ -73,11 +73,13 @@ class Edits:
     async def route(self, msg: InboundMessage, dedupe_key: str | None) -> Routed:
         """One edit, by what became of the message it edits."""
         assert msg.edit_of is not None
-        raw = await self.redis.get(self.keys.dedupe(f"{msg.channel}:{msg.edit_of}"))
+        raw = await self.redis.get(self.keys.dedupe(f"{msg.channel}:{msg.edit_of}",
+                                                    msg.conversation_id))
         task_id = raw.decode() if isinstance(raw, bytes) else raw
         if not task_id or task_id == "1":
             return Routed("ignored", reason="an edit of a message not taken")
-        if dedupe_key is not None and not await self.queue.first_time(dedupe_key):
+        if dedupe_key is not None and not await self.queue.first_time(dedupe_key,
+                                                                      msg.conversation_id):
             return Routed("duplicate")
         state = await self.store.load_task(task_id)
         if state is not None and (state.conversation_id != msg.conversation_id or state.user_id

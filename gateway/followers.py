@@ -14,6 +14,11 @@ reader starts the next read with the new stream. An unblock sent before the read
 the server is sent again until it takes, or the reader has begun a read that includes the
 newcomer. The reader ends (and gives its connection back) when nobody follows anything; a
 store error ends every follower with it, as a read of its own would have.
+
+On a Redis Cluster one read may only wait on streams of one slot, so there is one reader
+per slot followed (a task's stream lives in its conversation's shard: at most one reader
+per shard), each on a connection of its own to the node serving that slot, woken by an
+unblock sent to that node (``agent_core.store.topology.pinned``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.typing import KeyT, StreamIdT
 
 from agent_core.store import as_text, unavailable
+from agent_core.store.topology import pinned, slot_group
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +66,54 @@ class Follower:
 
 
 class Followers:
-    """The followers of one process and the single reader that serves them."""
+    """The followers of one process and the readers that serve them: one, or one per
+    slot on a cluster."""
+
+    def __init__(self, blocking: aioredis.Redis, control: aioredis.Redis,
+                 parse: Callable[[Any], dict[str, Any]]) -> None:
+        self.blocking = blocking
+        self.control = control
+        self.parse = parse
+        self._readers: dict[int | None, _Reader] = {}
+
+    @property
+    def followed(self) -> int:
+        """Streams followed now."""
+        return sum(reader.followed for reader in self._readers.values())
+
+    def following(self, key: str) -> int:
+        """How many follow ``key`` now."""
+        reader = self._readers.get(slot_group(self.blocking, key))
+        return len(reader._streams.get(key, ())) if reader is not None else 0
+
+    def join(self, key: str, after: str) -> Follower:
+        """Follow ``key`` from after entry ``after``."""
+        group = slot_group(self.blocking, key)
+        reader = self._readers.get(group)
+        if reader is None:
+            reader = self._readers[group] = _Reader(self.blocking, self.control, self.parse)
+        return reader.join(key, after)
+
+    def leave(self, follower: Follower) -> None:
+        """Stop following; the last to leave a reader ends it."""
+        reader = self._readers.get(slot_group(self.blocking, follower.key))
+        if reader is not None:
+            reader.leave(follower)
+
+    def wake_all(self) -> None:
+        """Resume every follower (the process is stopping: they look and end)."""
+        for reader in self._readers.values():
+            reader.wake_all()
+
+    async def aclose(self) -> None:
+        """End the readers now."""
+        for reader in list(self._readers.values()):
+            await reader.aclose()
+        self._readers.clear()
+
+
+class _Reader:
+    """The followers of streams that one read may wait on together, and that read."""
 
     def __init__(self, blocking: aioredis.Redis, control: aioredis.Redis,
                  parse: Callable[[Any], dict[str, Any]]) -> None:
@@ -77,6 +130,8 @@ class Followers:
         self._client_id: int | None = None
         self._reader: asyncio.Task[None] | None = None
         self._kicker: asyncio.Task[None] | None = None
+        #: Where CLIENT UNBLOCK reaches the reader's node (``control`` on one node).
+        self._unblocker: Any = control
 
     @property
     def followed(self) -> int:
@@ -112,19 +167,22 @@ class Followers:
                 follower.wake()
 
     async def aclose(self) -> None:
-        """End the reader now."""
-        for task in (self._kicker, self._reader):
-            if task is not None:
-                task.cancel()
+        """End the reader now (and, through it, an unblock on its way)."""
+        for task in (self._reader, self._kicker):
+            if task is not None and not task.done():
+                if task is self._reader:
+                    task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._reader = self._kicker = None
 
     # --- the reader ------------------------------------------------------------------
     async def _read_loop(self) -> None:
-        client = aioredis.Redis(connection_pool=self.blocking.connection_pool,
-                                single_connection_client=True)
+        client: aioredis.Redis | None = None
+        control = self.control
         try:
+            client, self._unblocker = await pinned(self.blocking, next(iter(self._streams)),
+                                                   self.control)
             await client.initialize()
             assert client.connection is not None
             client.connection.register_connect_callback(  # type: ignore[no-untyped-call]
@@ -145,7 +203,19 @@ class Followers:
         finally:
             self._reader = None  # from here a join starts another reader
             self._client_id = None
-            await client.aclose()
+            # An unblock on its way was for this read: it ends (no read to wake) before the
+            # client it is sent on is closed (cancelled, it could leave a connection open).
+            kicker = self._kicker
+            try:
+                if kicker is not None and not kicker.done():
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(kicker)
+            finally:  # closed also when cancelled while the unblock ends
+                unblocker, self._unblocker = self._unblocker, self.control
+                if client is not None:
+                    await client.aclose()
+                if unblocker is not control:
+                    await unblocker.aclose()
 
     @unavailable
     async def _read(self, client: aioredis.Redis, streams: dict[KeyT, StreamIdT]) -> Any:
@@ -188,7 +258,7 @@ class Followers:
             client_id = self._client_id
             if client_id is not None:
                 try:
-                    if await self.control.client_unblock(client_id):
+                    if await self._unblocker.client_unblock(client_id):
                         return
                 except Exception as exc:  # the read itself will fail or time out
                     log.debug("could not unblock the followers' read: %s", exc)

@@ -8,6 +8,7 @@ conversation search. Everything is read from the store, so any replica answers t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -19,6 +20,7 @@ from agent_core.store import Keys, as_text, store_boundary
 from agent_core.task import TERMINAL, TaskState
 
 from .activity import FAILED, MINUTE_TTL, channel_of, minute_of
+from .queue import backlog
 
 #: A process whose figures are older than this is gone (it writes every few seconds).
 PROCESS_STALE = 20.0
@@ -35,7 +37,7 @@ class Overview:
 
     def __init__(self, redis: Redis, prefix: str) -> None:
         self.redis = redis
-        self.all_keys = Keys(prefix)
+        self.all_keys = Keys.of(redis, prefix)
         self.keys = self.all_keys.console
 
     async def now(self) -> dict[str, Any]:
@@ -43,12 +45,11 @@ class Overview:
         keys, now = self.all_keys, time.time()
         pipe = self.redis.pipeline(transaction=False)
         pipe.smembers(keys.console.open())
-        pipe.zrange(keys.queue.pending(), 0, 0, withscores=True)
-        pipe.zcard(keys.queue.pending())
         pipe.llen(keys.dead_letters())
         pipe.zcard(keys.approvals.expiry())
         pipe.hgetall(keys.console.processes())
-        open_ids, oldest, waiting, dead, approvals, processes = await pipe.execute()
+        (open_ids, dead, approvals, processes), (waiting, oldest) = await asyncio.gather(
+            pipe.execute(), backlog(self.redis, keys))
         states = await self._states(sorted(as_text(t) for t in open_ids), prune=True)
         by_channel: dict[str, Counter[str]] = {}
         for state in states:
@@ -77,9 +78,8 @@ class Overview:
                totals["answered_last_hour"], "ended_last_hour": ended},
             "by_channel": {c: dict(v) for c, v in sorted(by_channel.items())},
             "queue": {"conversations_waiting": int(waiting),
-                      "oldest": {"conversation_id": as_text(oldest[0][0]),
-                                 "since": float(oldest[0][1]),
-                                 "age_seconds": max(0.0, now - float(oldest[0][1]))}
+                      "oldest": {"conversation_id": oldest[0], "since": oldest[1],
+                                 "age_seconds": max(0.0, now - oldest[1])}
                       if oldest else None},
             "model": {"in_flight": sum(int(p.get("in_flight", 0)) for p in live),
                       "waiting": sum(int(p.get("model_waiting", 0)) for p in live),
@@ -98,11 +98,11 @@ class Overview:
         dead letters, the approvals waiting."""
         keys = self.all_keys
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zrange(keys.queue.pending(), 0, 0, withscores=True)
         pipe.llen(keys.dead_letters())
         pipe.zcard(keys.approvals.expiry())
-        oldest, dead, approvals = await pipe.execute()
-        age = max(0.0, time.time() - float(oldest[0][1])) if oldest else 0.0
+        (dead, approvals), (_, oldest) = await asyncio.gather(pipe.execute(),
+                                                             backlog(self.redis, keys))
+        age = max(0.0, time.time() - oldest[1]) if oldest else 0.0
         return {"oldest_seconds": age, "dead_letters": float(dead),
                 "approvals_pending": float(approvals)}
 

@@ -11,8 +11,9 @@ lock only when the list is empty, in the same atomic step. If a worker dies, its
 expires and the item still at the head is delivered again, to any replica (the
 dispatchers rescan the conversations with queued work).
 
-Keys: ``Keys.queue`` (agent_core/store/keys.py) and the dedupe markers. Each step is one
-Lua script (``gateway.queue_scripts``).
+Keys: ``Keys.queue`` (agent_core/store/keys.py) and the dedupe markers; on a Redis Cluster
+every key a step touches is in its conversation's shard, and the dispatchers wait on and
+rescan every shard (``wakes.py``). Each step is one Lua script (``gateway.queue_scripts``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agent_core.task import TaskState
 
 from . import queue_scripts as scripts
 from .lease import Leases
+from .wakes import Wakes
 
 #: "taken": queued, and started by this process's ``taker``.
 IngestResult = Literal["queued", "taken", "duplicate", "steered"]
@@ -144,8 +146,9 @@ class WorkQueue:
         self.conversations = conversations
         #: The client for BLMPOP (its own pool; see ``OpenStore.blocking``).
         self.blocking = blocking or redis
-        self.store_keys = Keys(prefix)
+        self.store_keys = Keys.of(redis, prefix)
         self.keys = self.store_keys.queue
+        self._wakes = Wakes(self.blocking, self.keys.wakes())
         self.lease_ms = int(lease * 1000)
         self.dedupe_ttl = dedupe_ttl
         self._ingest = redis.register_script(scripts.INGEST)
@@ -177,13 +180,14 @@ class WorkQueue:
         self._ingesting += 1
         try:
             cid = item.inbound.conversation_id
-            keys = [self.store_keys.dedupe(dedupe_key) if dedupe_key else "",
-                    self.keys.queue(cid), self.keys.pending(), self.keys.wake(),
+            queue = self.keys.queue(cid)  # also where a marker is not (the script sees it)
+            keys = [self.store_keys.dedupe(dedupe_key, cid) if dedupe_key else queue,
+                    queue, self.keys.pending(cid), self.keys.wake(cid),
                     self.keys.steer(cid), self.keys.lock(cid), self.store_keys.task(item.task_id),
-                    self.store_keys.conv_tasks(cid), self.keys.attempts(),
+                    self.store_keys.conv_tasks(cid), self.keys.attempts(cid),
                     self.keys.control(cid), self.store_keys.meta(cid),
                     self.store_keys.window(cid),
-                    self.store_keys.dedupe(message_key) if message_key else ""]
+                    self.store_keys.dedupe(message_key, cid) if message_key else queue]
             state = placeholder if isinstance(placeholder, bytes) or placeholder is None \
                 else placeholder.model_dump_json().encode()
             written = _Written(item.model_dump_json().encode(), item, state or b"",
@@ -199,7 +203,8 @@ class WorkQueue:
             # even if this request is cancelled.
             return await asyncio.shield(self._ingest_taking(
                 taker, cid, token, keys,
-                [*args, token, self.lease_ms, self.store_keys.task("")], written=written))
+                [*args, token, self.lease_ms, self.store_keys.task_prefix(cid)],
+                written=written))
         finally:
             self._ingesting -= 1
             if not self._ingesting and self._quiet is not None:
@@ -232,24 +237,35 @@ class WorkQueue:
                 self._quiet = loop.create_future()
             await asyncio.wait((self._quiet,), timeout=left)
 
-    async def first_time(self, dedupe_key: str) -> bool:
+    def new_task_id(self, cid: str) -> str:
+        """A new task id for a message of conversation ``cid`` (``Keys.new_task_id``)."""
+        return self.store_keys.new_task_id(cid)
+
+    async def first_time(self, dedupe_key: str, cid: str | None = None) -> bool:
         """Mark a key as seen: True the first time, False if it already was (for events
-        that queue nothing)."""
-        return bool(await self.redis.set(self.store_keys.dedupe(dedupe_key), "1", nx=True,
-                                         ex=self.dedupe_ttl))
+        that queue nothing); ``cid``: the conversation the event belongs to, if any."""
+        return bool(await self.redis.set(self.store_keys.dedupe(dedupe_key, cid), "1",
+                                         nx=True, ex=self.dedupe_ttl))
 
     async def wait_for_work(self, wait: float, batch: int = 100) -> list[str]:
         """Conversations someone woke (waiting up to ``wait`` seconds for the first), in
         wake order, without duplicates."""
-        found: Any = await self.blocking.blmpop(wait, 1, self.keys.wake(), direction="LEFT",
-                                                count=batch)
-        if not found:
-            return []
-        return list(dict.fromkeys(as_text(c) for c in found[1]))
+        return await self._wakes.wait(wait, batch)
+
+    async def stop_waiting(self) -> None:
+        """End the reads ``wait_for_work`` left waiting on other shards."""
+        await self._wakes.aclose()
 
     async def stale_candidates(self, limit: int = 200) -> list[str]:
         """Conversations with queued work, oldest first (for missed wakes and dead workers)."""
-        return [as_text(c) for c in await self.redis.zrange(self.keys.pending(), 0, limit - 1)]
+        pendings = self.keys.pendings()
+        if len(pendings) == 1:
+            return [as_text(c) for c in await self.redis.zrange(pendings[0], 0, limit - 1)]
+        pipe = self.redis.pipeline(transaction=False)
+        for key in pendings:
+            pipe.zrange(key, 0, limit - 1, withscores=True)
+        found = [(float(at), as_text(c)) for rows in await pipe.execute() for c, at in rows]
+        return [cid for _, cid in sorted(found)[:limit]]
 
     async def claim(self, cids: list[str]) -> dict[str, Claim]:
         """Take the locks of those conversations that are free, each with its head item
@@ -258,10 +274,10 @@ class WorkQueue:
         async def take(cid: str) -> Claim | None:
             token = new_id()
             reply = await self._claim(
-                keys=[self.keys.lock(cid), self.keys.queue(cid), self.keys.attempts(),
+                keys=[self.keys.lock(cid), self.keys.queue(cid), self.keys.attempts(cid),
                       self.keys.control(cid), self.store_keys.meta(cid),
                       self.store_keys.window(cid)],
-                args=[token, self.lease_ms, self.store_keys.task("")])
+                args=[token, self.lease_ms, self.store_keys.task_prefix(cid)])
             return None if reply is None else Claim(token, _head(reply, self.conversations))
 
         taken = await asyncio.gather(*(take(cid) for cid in cids))
@@ -275,11 +291,11 @@ class WorkQueue:
         """Remove a finished head item. Returns how many items are left (0: the lock was
         released; -1: the lease was lost) and, when some are, the next head, counted as
         started (one round trip)."""
-        keys = [self.keys.lock(cid), self.keys.queue(cid), self.keys.pending(),
-                self.keys.steer(cid), self.keys.attempts(), self.keys.control(cid),
+        keys = [self.keys.lock(cid), self.keys.queue(cid), self.keys.pending(cid),
+                self.keys.steer(cid), self.keys.attempts(cid), self.keys.control(cid),
                 self.store_keys.meta(cid), self.store_keys.window(cid)]
         reply = await self._complete(keys=keys, args=[token, item_id, cid,
-                                                      self.store_keys.task(""),
+                                                      self.store_keys.task_prefix(cid),
                                                       repr(time.time())])
         left = int(reply[0])
         return left, _head(reply[1:], self.conversations) if left > 0 else None
@@ -287,14 +303,14 @@ class WorkQueue:
     async def wake(self, cid: str) -> None:
         """Ask a worker (of any replica) to look at a conversation, after those already
         waiting (wakes are first in, first out)."""
-        await self.redis.rpush(self.keys.wake(), cid)
+        await self.redis.rpush(self.keys.wake(cid), cid)
 
     async def release(self, cid: str, token: str, *, unstarted: str | None = None) -> bool:
         """Give the lock back without completing (shutdown); the item stays queued and is
         woken ahead of newer work. ``unstarted``: a head item read but not started, whose
         start is not counted after all. False (and nothing done) if the lease was lost."""
         released = await self._release(
-            keys=[self.keys.lock(cid), self.keys.wake(), self.keys.attempts()],
+            keys=[self.keys.lock(cid), self.keys.wake(cid), self.keys.attempts(cid)],
             args=[token, cid, unstarted or ""])
         return bool(released)
 
@@ -343,12 +359,24 @@ class WorkQueue:
 
     async def waiting(self) -> int:
         """Conversations with queued work (for /readyz and metrics)."""
-        return int(await self.redis.zcard(self.keys.pending()))
+        return (await backlog(self.redis, self.store_keys))[0]
 
     async def oldest(self) -> tuple[str, float] | None:
         """The conversation that has had unfinished work the longest, and since when
         (None: no work queued)."""
-        first: Any = await self.redis.zrange(self.keys.pending(), 0, 0, withscores=True)
-        return (as_text(first[0][0]), float(first[0][1])) if first else None
+        return (await backlog(self.redis, self.store_keys))[1]
+
+
+async def backlog(redis: Redis, keys: Keys) -> tuple[int, tuple[str, float] | None]:
+    """How many conversations have queued work, and the one that has had it the longest
+    with since when (every shard's ``pending``, one round trip)."""
+    pipe = redis.pipeline(transaction=False)
+    for key in keys.queue.pendings():
+        pipe.zcard(key)
+        pipe.zrange(key, 0, 0, withscores=True)
+    replies: list[Any] = await pipe.execute()
+    firsts = [(float(rows[0][1]), as_text(rows[0][0])) for rows in replies[1::2] if rows]
+    oldest = min(firsts) if firsts else None
+    return sum(int(n) for n in replies[::2]), (oldest[1], oldest[0]) if oldest else None
 
 

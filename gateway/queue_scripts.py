@@ -9,8 +9,10 @@ from agent_core.store import layout
 # The head item, counted as started, with what a worker needs to start it: the item's task
 # state, the state of a task of the conversation that waits for a reply, and the
 # conversation's window and meta hash, which the task's first model call reads (one round
-# trip, through the store's layout functions; the task keys are built from a prefix, so
-# the queue works on one Redis, not a Cluster). Flags left by an earlier task are cleared.
+# trip, through the store's layout functions; the task keys are built from the
+# conversation's task prefix, ``Keys.task_prefix``: on a cluster its tasks' ids name its
+# shard, so their keys are in the slot of the script's own). Flags left by an earlier task
+# are cleared.
 READ_HEAD = layout.LUA + """
 local function read_head(queue, attempts, control, meta, window, task_prefix)
   local raw = redis.call('LINDEX', queue, 0)
@@ -39,17 +41,22 @@ end
 # the task's id, and so does the marker of the message's own identity where it is another
 # key (Telegram's chat and message id): an edit of the message finds its task through it
 # (gateway/edits.py). The collect mode queues as the queue mode does (gateway/collect.py).
-# KEYS: dedupe, queue, pending, wake, steer, lock, task, conv_tasks, attempts, control, meta,
-#       window, message marker ('' when none)
+# KEYS: dedupe (the queue's key when none), queue, pending, wake, steer, lock, task,
+#       conv_tasks, attempts, control, meta, window, message marker (the queue's key when
+#       none: every key of a script is in the conversation's slot, none is '')
 # ARGV: item, cid, now, dedupe_ttl, mode, task_state, task_id, token, lease_ms, task prefix
 # Returns {status} or {'taken', head...} when the lock was taken.
 INGEST = READ_HEAD + """
-if KEYS[1] ~= '' then
+if KEYS[1] ~= KEYS[2] then
   if redis.call('SET', KEYS[1], ARGV[7], 'NX', 'EX', ARGV[4]) == false then
+    -- A write (the marker's time to live, renewed), so that with replica acknowledgements
+    -- (link.py) "duplicate" is answered only once the replicas have every write before
+    -- this one, the first delivery's included, wherever it came from.
+    redis.call('EXPIRE', KEYS[1], ARGV[4])
     return {'duplicate'}
   end
 end
-if KEYS[13] and KEYS[13] ~= '' then
+if KEYS[13] ~= KEYS[2] then
   redis.call('SET', KEYS[13], ARGV[7], 'EX', ARGV[4])
 end
 local busy = redis.call('EXISTS', KEYS[6]) == 1

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from adapters.base import InboundMessage, Routed
 from agent_core import tracing
-from agent_core.ids import new_id
 from agent_core.lifecycle import WorkKind
 from agent_core.store.keys import check_conversation_id
 from agent_core.task import queued_json
@@ -65,7 +64,8 @@ class Router:
         the id its task will have (one made here by default); ``start_here``: the caller
         waits for the answer in this process, so a free worker here starts it at once
         (``WorkQueue.ingest``)."""
-        task_id = task_id or new_id()  # also the trace's id, in logs and events
+        # Also the trace's id, in logs and events; in the conversation's shard (keys.py).
+        task_id = task_id or self.queue.new_task_id(msg.conversation_id)
         with tracing.span("inbound", {"hermes.channel": msg.channel,
                                       "hermes.conversation_id": msg.conversation_id},
                           trace_id=task_id, kind="server") as span:
@@ -89,7 +89,8 @@ class Router:
             log.debug("ignored message in %s: %s", msg.conversation_id, decision.reason)
             return Routed("ignored", reason=decision.reason)
         if decision.verdict == "refuse":
-            if dedupe_key is None or await self.queue.first_time(dedupe_key):
+            if dedupe_key is None or await self.queue.first_time(dedupe_key,
+                                                                 msg.conversation_id):
                 await self._refuse_once(msg)
             return Routed("refused", reason=decision.reason)
         if self.rate is not None:
@@ -109,7 +110,8 @@ class Router:
         if command == "workflow" and self.commands.workflows:
             kind, command = "workflow", None  # a task of its own: queued, answered later
         if command is not None:
-            if dedupe_key is not None and not await self.queue.first_time(dedupe_key):
+            if dedupe_key is not None and not await self.queue.first_time(
+                    dedupe_key, msg.conversation_id):
                 return Routed("duplicate")
             text = await self.commands.run(command, msg)
             await self.deliverer.deliver(msg.reply(text, "notice"))

@@ -170,7 +170,7 @@ class Scheduler:
         self.redis = redis
         self.queue = queue
         self.settings = settings
-        self.keys = Keys(settings.redis_prefix).schedules
+        self.keys = Keys.of(redis, settings.redis_prefix).schedules
         self.clock = clock
         self._advance_script = redis.register_script(_ADVANCE)
         self._task: asyncio.Task[None] | None = None
@@ -350,7 +350,7 @@ class Scheduler:
                                        ex=_CLAIM_TTL)
             if not won:
                 return None
-        task_id = new_id()
+        task_id = self.queue.new_task_id(job.conversation_id)
         user = job.run_as.partition(":")[2]
         msg = InboundMessage(
             channel=job.target.channel, conversation_id=job.conversation_id,

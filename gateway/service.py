@@ -229,7 +229,8 @@ class Gateway:
             stack.push_async_callback(quietly, channel.stop)
             await channel.start()
 
-        outage = StoreOutage(store.ping, wait=settings.hermes_store_outage_wait)
+        # Back is when it takes writes again: a demoted primary still answers PING.
+        outage = StoreOutage(store.writable, wait=settings.hermes_store_outage_wait)
         live = LiveReplies(book=book, deliverer=deliverer)
         runtime.bus.subscribe(live)
         replies = Replies(runtime=runtime, deliverer=deliverer, channels=named,
@@ -346,11 +347,12 @@ class Gateway:
         return self.metrics.exposition()
 
     async def ready(self) -> None:
-        """Return when the gateway takes work (what /readyz says); GatewayStopping, or the
-        store's error, when not."""
+        """Return when the gateway takes work (what /readyz says): the store takes writes
+        (a store that refuses them, a demoted primary's READONLY, is an outage);
+        GatewayStopping, or the store's error, when not."""
         if self.stopping:
             raise GatewayStopping("the gateway is stopping")
-        await self.parts.opened.store.ping()
+        await self.parts.opened.store.writable()
 
     async def health(self) -> dict[str, Any]:
         """What GET /agent/status reports to an admin: :meth:`ready`, and the parts."""

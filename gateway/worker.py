@@ -84,6 +84,7 @@ class WorkerPool:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatcher
             self._dispatcher = None
+        await self.queue.stop_waiting()
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop taking work; let running tasks finish for ``grace`` seconds, then interrupt

@@ -253,10 +253,34 @@ class AgentRunner:
         except Exception as exc:
             await self._failed(msg, message, headers, exc)
             return
-        await self.bus.publish(reply_subject(self.agent.agent_id, message.sender_id),
-                               response, headers)
+        await self._answer(reply_subject(self.agent.agent_id, message.sender_id), response,
+                           headers, deadline_of(message))
         await msg.ack()
         self.handled += 1
+
+    async def _answer(self, subject: str, response: TaskResponse, headers: Headers,
+                      deadline: float) -> None:
+        """Publish the answer, tried again until the request's deadline while the bus
+        cannot take it (on a NATS cluster, the server this copy talks to was lost and the
+        client is moving to another; nats-py cancels the publishes it had in flight): the
+        same message id is kept once, and the answer is not lost to a redelivery after the
+        ack wait, past the deadline."""
+        pause = 0.05
+        while True:
+            try:
+                await self.bus.publish(subject, response, headers)
+                return
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task is not None \
+                        and task.cancelling():
+                    raise  # this handler itself is cancelled
+                if time.time() + pause > deadline:
+                    raise
+                log.info("agent %s: answer to %s not published yet (%s); again",
+                         self.agent.agent_id, response.task_id, type(exc).__name__)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     async def _failed(self, msg: Msg, request: TaskRequest, headers: Headers,
                       exc: Exception) -> None:

@@ -65,6 +65,8 @@ _DUPLICATE_WINDOW = 120.0
 RESEND_WINDOW = 90.0
 #: Seconds past a deadline a caller waits for the hub's own TIMEOUT.
 _GRACE = 2.0
+#: Seconds between looks for an answer missed while the connection moved (``request``).
+_RECHECK = 1.0
 #: Seconds a known request-stream depth is trusted while it is far below the soft limit.
 _DEPTH_TTL = 0.5
 
@@ -134,7 +136,8 @@ class Bus:
                                 "docs/hub.md, Identities)")
                 elif embedded is not None:
                     await seed_embedded(bus.js, settings)
-            bus.schemas = await SchemaRegistry.open(bus.js, seed=shared and bus.core)
+            bus.schemas = await SchemaRegistry.open(bus.js, seed=shared and bus.core,
+                                                     replicas=settings.hub_replicas)
         except BaseException:
             await bus.close()
             raise
@@ -152,7 +155,8 @@ class Bus:
                                   retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
                                   max_age=retention if name in (TASKS, REPLIES, TOOLS, LOG)
                                   else None,
-                                  duplicate_window=_DUPLICATE_WINDOW)
+                                  duplicate_window=_DUPLICATE_WINDOW,
+                                  num_replicas=self.settings.hub_replicas)
             try:
                 await self.js.add_stream(config)
             except BadRequestError:
@@ -293,7 +297,7 @@ class Bus:
             left = request.timestamp + request.deadline_ms / 1000 + _GRACE - time.time()
             async with asyncio.timeout(max(0.0, left) if resume else
                                        request.deadline_ms / 1000 + _GRACE):
-                return await answered
+                return await self._answer_of(answered, request, receiver)
         except TimeoutError:
             return TaskResponse(sender_id="hub-client", receiver_id=request.sender_id,
                                 correlation_id=request.correlation_id,
@@ -302,6 +306,23 @@ class Bus:
         finally:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+
+    async def _answer_of(self, answered: asyncio.Future[TaskResponse], request: TaskRequest,
+                         receiver: str) -> TaskResponse:
+        """The answer, as the subscription hands it over; after this connection moved to
+        another server (a server of a cluster lost), read back from HMP_REPLIES too: an
+        answer published while it reconnected never reached the subscription."""
+        seen = self.nc.stats["reconnects"]
+        while True:
+            done, _ = await asyncio.wait({answered}, timeout=_RECHECK)
+            if done:
+                return answered.result()
+            if self.nc.stats["reconnects"] != seen and self.nc.is_connected:
+                seen = self.nc.stats["reconnects"]
+                with contextlib.suppress(Exception):
+                    kept = await self.kept_answer(request, receiver)
+                    if kept is not None:
+                        return kept
 
     async def close(self) -> None:
         """Close the connection (every publish was acknowledged when it returned); stop

@@ -143,7 +143,8 @@ class ToolService(HubCalls):
 
     async def start(self) -> None:
         self._answers = await self.bus.js.create_key_value(KeyValueConfig(
-            bucket=ANSWERED, history=1, ttl=_WINDOW, storage=StorageType.FILE))
+            bucket=ANSWERED, history=1, ttl=_WINDOW, storage=StorageType.FILE,
+            replicas=self.bus.settings.hub_replicas))
         await super().start()
 
     async def handle(self, message: Any, headers: Headers) -> TaskResponse:

@@ -37,7 +37,7 @@ class Contexts:
         if self._kv is None:
             self._kv = await self.bus.js.create_key_value(KeyValueConfig(
                 bucket=BUCKET, history=1, max_value_size=MAX_PAYLOAD,
-                storage=StorageType.FILE))
+                storage=StorageType.FILE, replicas=self.bus.settings.hub_replicas))
         return self._kv
 
     async def put(self, update: ContextUpdate) -> bool:

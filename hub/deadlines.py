@@ -11,6 +11,7 @@ An agent's answer after the deadline is dropped by its runner (and logged).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import logging
@@ -23,6 +24,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from agent_core.background import Background
+from agent_core.ids import new_id
 
 from .bus import REPLIES, TASKS, Bus, Headers
 from .identity import CORE
@@ -36,6 +38,8 @@ HUB_ID = CORE
 #: Which copy of the watch answers a timed-out request (a key per request, kept a while).
 CLAIMS = "HMP_TIMEOUTS"
 _CLAIM_TTL = 600.0
+#: Seconds a failing timeout claim is tried again (a cluster electing the bucket's leader).
+_CLAIM_RETRY = 5.0
 
 
 def deadline_of(request: TaskRequest) -> float:
@@ -58,11 +62,14 @@ class DeadlineWatch:
         #: Timeouts this copy answered, and those it left to the copy that claimed them.
         self.timed_out = 0
         self.left_to_others = 0
+        #: What this copy writes as its claim (told apart from another copy's).
+        self._token = f"{HUB_ID}:{new_id(8)}".encode()
 
     async def start(self) -> None:
         """Follow both streams from now on and start the clock."""
         self._claims = await self.bus.js.create_key_value(KeyValueConfig(
-            bucket=CLAIMS, history=1, ttl=_CLAIM_TTL, storage=StorageType.FILE))
+            bucket=CLAIMS, history=1, ttl=_CLAIM_TTL, storage=StorageType.FILE,
+            replicas=self.bus.settings.hub_replicas))
         self._subscriptions = [
             await self.bus.js.subscribe("task.request.>", stream=TASKS, ordered_consumer=True,
                                         deliver_policy=DeliverPolicy.NEW, cb=self._on_request),
@@ -115,16 +122,37 @@ class DeadlineWatch:
             await self._loop.pause(self.tick)
 
     async def _claim(self, task_id: str) -> bool:
-        """Whether this copy answers ``task_id``'s timeout (no other copy claimed it)."""
+        """Whether this copy answers ``task_id``'s timeout (no other copy claimed it).
+        A claim that fails (on a NATS cluster, the bucket has no leader for a moment
+        while a server is lost) is tried again for up to ``_CLAIM_RETRY`` seconds; one
+        found taken after a failed try is this copy's if it holds this copy's token (the
+        failed try was stored after all). Still failing: answered anyway (the message id
+        keeps it once in the stream; a live subscriber may then see it twice)."""
         if self._claims is None:
             return True
-        try:
-            await self._claims.create(task_id, HUB_ID.encode())
-        except KeyWrongLastSequenceError:
-            return False
-        except Exception as exc:  # answered anyway: the message id keeps it once
-            log.warning("timeout claim of %s failed: %s", task_id, exc)
-        return True
+        deadline = time.monotonic() + _CLAIM_RETRY
+        pause, failed = 0.05, False
+        while True:
+            try:
+                await self._claims.create(task_id, self._token)
+                return True
+            except KeyWrongLastSequenceError:
+                if not failed:
+                    return False
+                with contextlib.suppress(Exception):
+                    return bool((await self._claims.get(task_id)).value == self._token)
+                return True
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task is not None \
+                        and task.cancelling():
+                    raise
+                failed = True
+                if time.monotonic() + pause > deadline:
+                    log.warning("timeout claim of %s failed: %s", task_id, exc)
+                    return True
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     async def _time_out(self, request: TaskRequest, headers: Headers, agent: str) -> None:
         if not await self._claim(request.task_id):
@@ -136,9 +164,22 @@ class DeadlineWatch:
             receiver_id=request.sender_id, correlation_id=request.correlation_id,
             task_id=request.task_id, status="failed", error_code="TIMEOUT",
             result={"error": f"no answer from {agent} within {request.deadline_ms} ms"})
-        try:
-            await self.bus.publish(reply_subject(HUB_ID, request.sender_id), answer, headers)
-            self.timed_out += 1
-            log.info("task %s timed out after %d ms", request.task_id, request.deadline_ms)
-        except Exception as exc:
-            log.warning("could not answer the timeout of %s: %s", request.task_id, exc)
+        deadline, pause = time.monotonic() + _CLAIM_RETRY, 0.05
+        while True:  # the same message id, kept once: tried again while the bus moves
+            try:
+                await self.bus.publish(reply_subject(HUB_ID, request.sender_id), answer,
+                                       headers)
+                self.timed_out += 1
+                log.info("task %s timed out after %d ms", request.task_id, request.deadline_ms)
+                return
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task is not None \
+                        and task.cancelling():
+                    raise
+                if time.monotonic() + pause > deadline:
+                    log.warning("could not answer the timeout of %s: %s", request.task_id,
+                                exc)
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)

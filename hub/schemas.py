@@ -97,8 +97,9 @@ def _builtin() -> dict[str, Any]:
 class SchemaRegistry:
     """The latest good schema of each type, kept current by a watch of the bucket."""
 
-    def __init__(self, js: Any) -> None:
+    def __init__(self, js: Any, *, replicas: int = 1) -> None:
         self.js = js
+        self.replicas = replicas  # the bucket's copies on a NATS cluster (HUB_REPLICAS)
         self.kv: KeyValue | None = None
         #: kind -> (version, schema), of the validator in use.
         self.latest: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -107,10 +108,10 @@ class SchemaRegistry:
         self._watcher: Any = None
 
     @classmethod
-    async def open(cls, js: Any, *, seed: bool = False) -> SchemaRegistry:
+    async def open(cls, js: Any, *, seed: bool = False, replicas: int = 1) -> SchemaRegistry:
         """The registry on this hub, with the bucket's current versions read (``seed``:
         publish the built-in v1 where nothing is, which only the schema admin may)."""
-        registry = cls(js)
+        registry = cls(js, replicas=replicas)
         for kind, schema in _builtin().items():
             await registry._take(kind, 1, schema, builtin=True)
         if seed:
@@ -124,7 +125,7 @@ class SchemaRegistry:
         """Create the bucket and publish the built-in v1 of each type it lacks (the
         schema admin's to do)."""
         self.kv = await self.js.create_key_value(KeyValueConfig(
-            bucket=BUCKET, history=16, storage=StorageType.FILE))
+            bucket=BUCKET, history=16, storage=StorageType.FILE, replicas=self.replicas))
         for kind, schema in _builtin().items():
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self.kv.create(kind, json.dumps({"version": 1, "schema": schema})
@@ -279,7 +280,7 @@ async def publish_builtin_schemas(settings: HubSettings) -> None:
 
     nc, embedded = await open_connection(settings, SCHEMA_ADMIN)
     try:
-        await SchemaRegistry(nc.jetstream()).seed()
+        await SchemaRegistry(nc.jetstream(), replicas=settings.hub_replicas).seed()
     finally:
         await nc.close()
         if embedded is not None:

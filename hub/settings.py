@@ -54,6 +54,9 @@ class HubSettings(Settings):
         None, description="client certificate (PEM) for servers that verify clients")
     nats_tls_key_file: str | None = Field(
         None, description="its private key (PEM), unless the certificate file holds it")
+    hub_replicas: int = Field(
+        1, ge=1, le=5, description="copies of each stream and bucket on a NATS cluster "
+        "(JetStream replicas; at most the number of servers, 3 for a 3-node cluster)")
     hub_request_retention: float = Field(
         86400.0, gt=0, description="seconds task requests stay in their stream")
     hub_max_deliver: int = Field(

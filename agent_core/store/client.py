@@ -19,23 +19,43 @@ from typing import Any, ParamSpec, TypeVar
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import BusyLoadingError
+from redis.exceptions import (
+    AskError,
+    BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
+    ReadOnlyError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import StoreUnavailableError
+from .link import ReplicaAckError
 from .multiplex import MultiplexedRedis, pack_command
 
 P = ParamSpec("P")
 R = TypeVar("R")
 C = TypeVar("C", bound=type)
 
-#: redis-py's errors for a server that cannot be reached or cannot answer yet, and socket
-#: errors: what ``unavailable`` turns into StoreUnavailableError.
+#: redis-py's errors for a server that cannot be reached or cannot answer yet, or refuses
+#: writes (a demoted primary's READONLY, too few replicas to acknowledge them), a cluster
+#: failing over (CLUSTERDOWN, TRYAGAIN, a redirection or a slot still unserved after the
+#: retries), and socket errors: what ``unavailable`` turns into StoreUnavailableError.
 _UNREACHABLE: tuple[type[Exception], ...] = (
-    RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError)
+    RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError, ReadOnlyError,
+    ReplicaAckError, ClusterDownError, ClusterError, TryAgainError, AskError,
+    SlotNotCoveredError)
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether a client's error means the store is unavailable (for now), not a mistake."""
+    return isinstance(exc, _UNREACHABLE) or (
+        isinstance(exc, ResponseError) and str(exc).startswith("NOREPLICAS"))
 
 
 def unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
@@ -46,9 +66,11 @@ def unavailable(fn: Callable[P, Coroutine[Any, Any, R]]
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
-        except _UNREACHABLE as exc:
+        except Exception as exc:
+            if not outage(exc):
+                raise
             raise StoreUnavailableError(
-                f"the conversation store is unreachable: {type(exc).__name__}: {exc}") from exc
+                f"the conversation store is unavailable: {type(exc).__name__}: {exc}") from exc
 
     return wrapper
 

@@ -1,19 +1,22 @@
-"""Opens the configured store: REDIS_URL when set, otherwise the embedded Valkey server."""
+"""Opens the configured store: REDIS_URL, a primary behind Sentinel or a Redis Cluster when
+set (``topology.py``), otherwise the embedded Valkey server."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from typing import Any
 
 from redis.asyncio import Redis
 
+from ..errors import ConfigError
 from ..models._http import ModelHTTP
 from ..settings import Settings
-from .client import connect, warm
+from .client import as_text, connect, warm
 from .embedded import EmbeddedValkey
 from .embeddings import OpenAIEmbedder
 from .redis import RedisConversationStore
+from .topology import topology
 
 log = logging.getLogger(__name__)
 
@@ -58,29 +61,39 @@ def build_embedder(settings: Settings) -> OpenAIEmbedder | None:
 
 async def open_store(settings: Settings, *, pooled: int = 40,
                      embedded: EmbeddedValkey | None = None) -> OpenStore:
-    """Connect to REDIS_URL, or start/reuse the embedded server under HERMES_DATA_DIR.
-    ``pooled``: connections opened at once for transactions (about one per concurrent
-    task). ``embedded``: that server, launched by the caller (``EmbeddedValkey.launch``)."""
-    if settings.redis_url is not None:
+    """Connect to the external store the settings name (``topology``), or start/reuse the
+    embedded server under HERMES_DATA_DIR. ``pooled``: connections opened at once for
+    transactions (about one per concurrent task; on one node). ``embedded``: that server,
+    launched by the caller (``EmbeddedValkey.launch``)."""
+    plan = topology(settings)
+    client: Any
+    if plan is not None:
         if embedded is not None:
-            raise ValueError("an embedded server was given, but REDIS_URL is set")
-        url = settings.redis_url.get_secret_value()
-        parts = urlsplit(url)
-        location = f"{parts.scheme}://{parts.hostname or parts.path}:{parts.port or ''}"
+            raise ValueError("an embedded server was given, but the store is external")
+        client = plan.connect()
+        blocking = plan.connect(multiplex=False, max_connections=_BLOCKING_CONNECTIONS)
+        location = plan.location
     else:
         embedded = embedded or EmbeddedValkey(settings.hermes_data_dir)
         info = await embedded.start()
-        url = info.url
+        client = connect(info.url)
+        blocking = connect(info.url, max_connections=_BLOCKING_CONNECTIONS, multiplex=False)
         where = info.socket or f"127.0.0.1:{info.port}"
         location = f"embedded valkey {where} ({embedded.dir})"
     store = RedisConversationStore(
-        connect(url), prefix=settings.redis_prefix,
+        client, prefix=settings.redis_prefix,
         max_archive=settings.conversation_max_archive, task_retention=settings.task_retention,
         embedder=build_embedder(settings))
-    blocking = connect(url, max_connections=_BLOCKING_CONNECTIONS, multiplex=False)
     try:
         await store.ping()
-        await warm(store.redis, pooled)  # transactions' pool
+        await _check_layout(store)
+        if hasattr(client, "connection_pool"):
+            await warm(client, pooled)  # transactions' pool (a cluster's are per node)
+        else:
+            # The slot map read before the first burst: redis-py's cluster client, reading
+            # it under many first commands at once, failed some of them on connections
+            # closed under them (16 blocking reads at once here).
+            await blocking.initialize()
     except Exception:
         await store.aclose()
         await blocking.aclose()
@@ -89,3 +102,19 @@ async def open_store(settings: Settings, *, pooled: int = 40,
         raise
     log.info("conversation store: %s", location)
     return OpenStore(store, embedded, location, blocking)
+
+
+async def _check_layout(store: RedisConversationStore) -> None:
+    """On a cluster, record the number of shards the keys are written with, or refuse
+    another: it names every key, so a process configured otherwise would not find them."""
+    keys = store.keys
+    if keys.shards is None:
+        return
+    marker = f"shards={keys.shards}"
+    await store.redis.set(keys.layout_marker(), marker, nx=True)
+    found = as_text(await store.redis.get(keys.layout_marker()))
+    if found != marker:
+        raise ConfigError(
+            f"HERMES_STORE_SHARDS={keys.shards}, but this store's keys (REDIS_PREFIX="
+            f"{keys.prefix!r}) were written with {found}: set HERMES_STORE_SHARDS to that, or "
+            "use another REDIS_PREFIX")

@@ -1,7 +1,21 @@
 """Every Redis key hermes-gateway uses, built in one place from a configurable prefix.
 
-Conversation keys carry the conversation id as a hash tag (``{...}``) so that all of one
-conversation's keys live in one Redis Cluster slot and can be changed in one transaction.
+Two layouts, the same keys: ``Keys(prefix)`` for one Redis (a single node, or a primary
+found through Sentinel), ``Keys(prefix, shards=N)`` for a Redis Cluster (``slots.py``).
+
+- One node: conversation keys carry the conversation id as a hash tag (``{...}``); the
+  global indexes are one key each (``hermes:q:pending``).
+- Cluster: every key a step of the queue or the store changes together lives in one slot:
+  a conversation's keys, its tasks' keys (a task id minted by ``new_task_id`` names its
+  conversation's shard), its dedupe markers and its shard of each global index (the
+  conversations with queued work, the wake list, the start counts, the conversations by
+  activity) carry the tag of the conversation's shard (``hermes:q:{h3}{slack:T1:C9}:items``,
+  ``hermes:q:pending:{h3}``); readers of an index read every shard (``pendings()``).
+  Approvals, schedules, budgets and the console's keys have one slot each (their steps
+  touch several of their own keys; their rate is a few per task at most); the audit
+  stream, dead letters, leader leases, rate counters and live replies are single keys
+  written alone, so any slot does.
+
 Conversation ids are validated (``CONVERSATION_ID``) so they never contain glob or hash-tag
 characters.
 
@@ -21,6 +35,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import ConfigError
+from ..ids import new_id
+from .slots import ONE_NODE, Layout, mint_task_id, shard_of, task_shard
 
 #: Ids look like ``slack:T1:C9:1712.33``, ``telegram:-100123:42``, ``webhook:crm:ticket-7``.
 CONVERSATION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._@+=/-]{0,199}$")
@@ -39,76 +55,91 @@ def check_conversation_id(conversation_id: str) -> str:
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """The work queue's keys: per conversation a FIFO list, a lease, steered messages and
-    control flags; globally the conversations with work, the wake list and start counts."""
+    control flags; globally (one per shard on a cluster) the conversations with work, the
+    wake list and start counts."""
 
     prefix: str
+    layout: Layout = ONE_NODE
 
     def queue(self, cid: str) -> str:
         """LIST of a conversation's work items (JSON), head first."""
-        return f"{self.prefix}:q:{{{cid}}}:items"
+        return f"{self.prefix}:q:{self.layout.conv(cid)}:items"
 
     def lock(self, cid: str) -> str:
         """STRING: the lease token of the worker holding the conversation."""
-        return f"{self.prefix}:q:{{{cid}}}:lock"
+        return f"{self.prefix}:q:{self.layout.conv(cid)}:lock"
 
     def steer(self, cid: str) -> str:
         """LIST of messages steered into the running task (HERMES_BUSY_MODE=steer)."""
-        return f"{self.prefix}:q:{{{cid}}}:steer"
+        return f"{self.prefix}:q:{self.layout.conv(cid)}:steer"
 
     def control(self, cid: str) -> str:
         """HASH flag -> task id (or *): interrupt / stop the running task."""
-        return f"{self.prefix}:q:{{{cid}}}:ctl"
+        return f"{self.prefix}:q:{self.layout.conv(cid)}:ctl"
 
-    def pending(self) -> str:
-        """ZSET: conversation id -> when it first had queued work."""
-        return f"{self.prefix}:q:pending"
+    def pending(self, cid: str) -> str:
+        """ZSET: conversation id -> when it first had queued work (the conversation's
+        shard's)."""
+        return self.layout.index(f"{self.prefix}:q:pending", cid)
 
-    def wake(self) -> str:
-        """LIST of conversation ids a worker should look at, first in first out."""
-        return f"{self.prefix}:q:wake"
+    def pendings(self) -> list[str]:
+        """Every shard's ``pending``."""
+        return self.layout.indexes(f"{self.prefix}:q:pending")
 
-    def attempts(self) -> str:
-        """HASH: work item id -> how many times it was started."""
-        return f"{self.prefix}:q:attempts"
+    def wake(self, cid: str) -> str:
+        """LIST of conversation ids a worker should look at, first in first out (the
+        conversation's shard's)."""
+        return self.layout.index(f"{self.prefix}:q:wake", cid)
+
+    def wakes(self) -> list[str]:
+        """Every shard's ``wake``."""
+        return self.layout.indexes(f"{self.prefix}:q:wake")
+
+    def attempts(self, cid: str) -> str:
+        """HASH: work item id -> how many times it was started (the conversation's
+        shard's)."""
+        return self.layout.index(f"{self.prefix}:q:attempts", cid)
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalKeys:
-    """Pending and decided approvals."""
+    """Pending and decided approvals (one slot on a cluster: ``{approvals}``)."""
 
     prefix: str
+    layout: Layout = ONE_NODE
 
     def approval(self, approval_id: str) -> str:
         """HASH: one approval's fields (status, tool, arguments, who asked, who decided)."""
-        return f"{self.prefix}:approval:{approval_id}"
+        return f"{self.prefix}:{self.layout.grouped('approvals')}approval:{approval_id}"
 
     def expiry(self) -> str:
         """ZSET: pending approval id -> when it expires."""
-        return f"{self.prefix}:approvals:expiry"
+        return f"{self.prefix}:{self.layout.grouped('approvals')}approvals:expiry"
 
     def recent(self) -> str:
         """ZSET: approval id -> when it was asked (pending and decided ones, for the
         console's list; trimmed past the task retention)."""
-        return f"{self.prefix}:approvals:recent"
+        return f"{self.prefix}:{self.layout.grouped('approvals')}approvals:recent"
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduleKeys:
-    """Scheduled jobs."""
+    """Scheduled jobs (one slot on a cluster: ``{jobs}``)."""
 
     prefix: str
+    layout: Layout = ONE_NODE
 
     def jobs(self) -> str:
         """HASH: job id -> job (JSON)."""
-        return f"{self.prefix}:jobs"
+        return f"{self.prefix}:{self.layout.grouped('jobs')}jobs"
 
     def due(self) -> str:
         """ZSET: job id -> next fire time."""
-        return f"{self.prefix}:jobs:due"
+        return f"{self.prefix}:{self.layout.grouped('jobs')}jobs:due"
 
     def claim(self, job_id: str, fire_time: float) -> str:
         """STRING: the marker of one run of one job (SET NX; fired once across replicas)."""
-        return f"{self.prefix}:jobs:claim:{job_id}:{int(fire_time)}"
+        return f"{self.prefix}:{self.layout.grouped('jobs')}jobs:claim:{job_id}:{int(fire_time)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,28 +225,46 @@ class A2AKeys:
 
 
 class Keys:
-    """Key builder for one deployment's prefix."""
+    """Key builder for one deployment's prefix; ``shards``: the store is a Redis Cluster
+    with that many shards (None: one Redis)."""
 
-    def __init__(self, prefix: str = "hermes") -> None:
+    def __init__(self, prefix: str = "hermes", *, shards: int | None = None) -> None:
         if not _PREFIX.match(prefix):
             raise ConfigError(f"REDIS_PREFIX={prefix!r}: use letters, digits and : . _ -")
         self.prefix = prefix
+        self.shards = shards
+        self.layout = Layout(shards)
+
+    @classmethod
+    def of(cls, client: object, prefix: str) -> Keys:
+        """The keys of the store ``client`` talks to: a cluster client says how many
+        shards it has (``store_shards``), any other client is one Redis."""
+        return cls(prefix, shards=getattr(client, "store_shards", None))
+
+    def layout_marker(self) -> str:
+        """STRING: the layout the store's keys were written in (``shards=N``), checked by
+        every process that opens it."""
+        return f"{self.prefix}:layout"
+
+    def probes(self) -> list[str]:
+        """STRING per shard written by the readiness probe (``store.writable``)."""
+        return self.layout.indexes(f"{self.prefix}:probe")
 
     # --- sections of the gateway's parts ---------------------------------------------
     @cached_property
     def queue(self) -> QueueKeys:
         """The work queue's keys."""
-        return QueueKeys(self.prefix)
+        return QueueKeys(self.prefix, self.layout)
 
     @cached_property
     def approvals(self) -> ApprovalKeys:
         """The approvals' keys."""
-        return ApprovalKeys(self.prefix)
+        return ApprovalKeys(self.prefix, self.layout)
 
     @cached_property
     def schedules(self) -> ScheduleKeys:
         """The scheduler's keys."""
-        return ScheduleKeys(self.prefix)
+        return ScheduleKeys(self.prefix, self.layout)
 
     @cached_property
     def budgets(self) -> BudgetKeys:
@@ -236,9 +285,14 @@ class Keys:
         """The operator's console's keys."""
         return ConsoleKeys(self.prefix)
 
-    def dedupe(self, key: str) -> str:
-        """STRING marker of a delivery already seen (a platform's retry is handled once)."""
-        return f"{self.prefix}:dedupe:{key}"
+    def dedupe(self, key: str, cid: str | None = None) -> str:
+        """STRING marker of a delivery already seen (a platform's retry is handled once);
+        ``cid``: the conversation it was queued in (on a cluster, the marker is set in
+        the same step as the item, so it lives in the conversation's shard; a marker of
+        no conversation in its own key's)."""
+        if self.shards is None:
+            return f"{self.prefix}:dedupe:{key}"
+        return f"{self.prefix}:dedupe:{self.layout.of(cid or key)}{key}"
 
     def dead_letters(self) -> str:
         """LIST of replies that could not be delivered, with the reason."""
@@ -255,11 +309,11 @@ class Keys:
     # --- conversations ---------------------------------------------------------------
     def conv(self, conversation_id: str, part: str) -> str:
         """A key of one conversation."""
-        return f"{self.prefix}:conv:{{{conversation_id}}}:{part}"
+        return f"{self.prefix}:conv:{self.layout.conv(conversation_id)}:{part}"
 
     def conv_pattern(self, conversation_id: str) -> str:
         """A SCAN pattern for every key of one conversation."""
-        return f"{self.prefix}:conv:{{{conversation_id}}}:*"
+        return f"{self.prefix}:conv:{self.layout.conv(conversation_id)}:*"
 
     def window(self, cid: str) -> str:
         """LIST of the window's messages (JSON)."""
@@ -307,23 +361,45 @@ class Keys:
         """SET of task ids of one conversation."""
         return self.conv(cid, "tasks")
 
-    def conversations(self) -> str:
-        """ZSET: conversation id -> last activity (for idle expiry)."""
-        return f"{self.prefix}:conversations"
+    def conversations(self, cid: str) -> str:
+        """ZSET: conversation id -> last activity (for idle expiry; the conversation's
+        shard's)."""
+        return self.layout.index(f"{self.prefix}:conversations", cid)
+
+    def all_conversations(self) -> list[str]:
+        """Every shard's ``conversations``."""
+        return self.layout.indexes(f"{self.prefix}:conversations")
 
     # --- tasks -----------------------------------------------------------------------
+    def new_task_id(self, cid: str) -> str:
+        """A new task id for conversation ``cid`` (also the task's trace id: 32 hex
+        digits); on a cluster it names the conversation's shard, so the task's keys live
+        in the conversation's slot."""
+        if self.shards is None:
+            return new_id()
+        return mint_task_id(shard_of(cid, self.shards), self.shards)
+
     def task(self, task_id: str) -> str:
         """STRING: a task's state (JSON)."""
-        return f"{self.prefix}:task:{task_id}"
+        if self.shards is None:
+            return f"{self.prefix}:task:{task_id}"
+        return f"{self.prefix}:task:{self.layout.tag(task_shard(task_id, self.shards))}{task_id}"
+
+    def task_prefix(self, cid: str) -> str:
+        """What a task id is appended to for the key of a task of conversation ``cid``
+        (the queue's scripts build task keys from it)."""
+        if self.shards is None:
+            return f"{self.prefix}:task:"
+        return f"{self.prefix}:task:{self.layout.of(cid)}"
 
     def delivered(self, task_id: str) -> str:
         """STRING: where a task's reply was posted (JSON), so that a reply sent again
         edits that message instead of posting a second one."""
-        return f"{self.prefix}:task:{task_id}:delivered"
+        return f"{self.task(task_id)}:delivered"
 
     def task_events(self, task_id: str) -> str:
         """STREAM of a task's events (for SSE replay)."""
-        return f"{self.prefix}:task:{task_id}:events"
+        return f"{self.task(task_id)}:events"
 
     # --- replies shown live (gateway/live.py) ------------------------------------------
     def reply(self, delivery_id: str) -> str:

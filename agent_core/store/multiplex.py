@@ -1,4 +1,5 @@
-"""MultiplexedRedis: the plain commands of every coroutine share one connection, pipelined.
+"""MultiplexedRedis: the plain commands of every coroutine share one connection, pipelined
+(``link.py``).
 
 redis-py's asyncio client sends each command on a pooled connection of its own: take a
 connection, check it for stray data, arm a timer, write, wait, read, disarm, give it back;
@@ -33,35 +34,35 @@ The client also remembers the Lua scripts registered on it, so that a service ca
 them all when it starts (``load_scripts``): otherwise the first burst after a start finds
 none of them on the server and every caller pays NOSCRIPT, SCRIPT LOAD and a retry (200
 concurrent first messages made 200 failed EVALSHA and 200 SCRIPT LOAD here).
+
+Behind Sentinel (a pool of redis-py's ``SentinelConnectionPool``) the shared connection is
+opened to the primary the sentinels name, asked again at every reconnection; a READONLY
+reply (the primary was demoted: a failover happened) closes it, and the refused command is
+sent again to the new primary within the retry budget, as redis-py's sentinel connections
+do. With replica acknowledgements asked for (``require_replicas``), a turn's writes wait
+for them (``link.py``) and so does each transaction (a WAIT after its EXEC).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import socket
 import ssl
-from collections import deque
-from typing import Any, cast
+from typing import Any
 
-import hiredis
 import redis.asyncio as aioredis
-import redis.utils
-from redis._parsers.base import BaseParser
 from redis.asyncio.client import Pipeline
-from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection
+from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.commands.core import AsyncScript
-from redis.exceptions import (
-    AuthenticationError,
-    DataError,
-    InvalidResponse,
-    NoScriptError,
-    ResponseError,
-)
+from redis.exceptions import AuthenticationError, NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import ScriptTextT
 from redis.utils import HIREDIS_AVAILABLE
+
+from .link import Link, ReplicaAckError, is_write, open_link, pack_command
+
+__all__ = ["MultiplexedRedis", "pack_command"]
 
 #: Commands that wait on the server, or change the connection they run on.
 _ALONE = frozenset({
@@ -73,137 +74,6 @@ _ALONE = frozenset({
 })
 _NEVER_DECODE = "NEVER_DECODE"
 _EMPTY_RESPONSE = "EMPTY_RESPONSE"
-_NOT_ENOUGH_DATA = object()
-#: RESP3 messages the server sends on its own (hiredis 3.2+); nothing here asks for them.
-_PUSH: type | None = getattr(hiredis, "PushNotification", None)
-
-
-def pack_command(*args: Any) -> bytes:
-    """One command in the Redis protocol, packed by hiredis as redis-py's synchronous
-    client does: a first argument like "CONFIG GET" is split; str, bytes, int and float
-    are accepted, anything else is a DataError."""
-    first = args[0]
-    if isinstance(first, str):
-        if " " in first:  # most names are one word: no new tuple for them
-            args = (*first.encode().split(), *args[1:])
-    elif b" " in first:
-        args = (*first.split(), *args[1:])
-    try:
-        packed: bytes = hiredis.pack_command(cast(Any, args))
-    except TypeError:
-        if not any(isinstance(arg, bytearray) for arg in args):
-            raise DataError(f"cannot send {args!r} to Redis: values must be str, bytes, "
-                            "int or float") from None
-        args = tuple(bytes(arg) if isinstance(arg, bytearray) else arg for arg in args)
-        packed = hiredis.pack_command(cast(Any, args))
-    return packed
-
-
-def keep_alive(sock: Any) -> None:
-    """TCP keepalive probes after a minute of silence: a connection a NAT or firewall
-    dropped without telling anyone is found dead within ~90 s of idleness, instead of by
-    the socket timeout of the next command sent on it."""
-    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for option, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
-        if hasattr(socket, option):  # Linux; macOS has TCP_KEEPALIVE instead of KEEPIDLE
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
-
-
-class _Link(asyncio.Protocol):
-    """One connection: requests written in order, replies handed out in the same order."""
-
-    def __init__(self, timeout: float | None) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.timeout = timeout
-        self.transport: Any = None  # asyncio's or uvloop's (not an asyncio.Transport)
-        self.reader = hiredis.Reader(protocolError=InvalidResponse,
-                                     replyError=BaseParser.parse_error,
-                                     notEnoughData=_NOT_ENOUGH_DATA)
-        #: Futures of the commands written or about to be, with when they were queued.
-        self.waiting: deque[tuple[asyncio.Future[Any], float]] = deque()
-        self.outgoing: list[bytes] = []
-        self.error: Exception | None = None
-        self.writes = 0
-        self._watchdog: asyncio.TimerHandle | None = None
-
-    @property
-    def usable(self) -> bool:
-        return self.error is None and self.transport is not None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-        keep_alive(transport.get_extra_info("socket"))
-
-    def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
-        while self.waiting:
-            try:
-                reply = self.reader.gets()
-            except InvalidResponse as exc:
-                self.close(RedisConnectionError(f"protocol error from the server: {exc}"))
-                return
-            if reply is _NOT_ENOUGH_DATA:
-                return
-            if _PUSH is not None and isinstance(reply, _PUSH):
-                continue  # not a reply to anything
-            future, _ = self.waiting.popleft()
-            if future.done():  # its caller was cancelled
-                continue
-            if isinstance(reply, Exception):  # an error reply, as redis-py's exception
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.close(RedisConnectionError(
-            "the Redis server closed the connection" + (f": {exc}" if exc else "")))
-
-    def send(self, packed: bytes) -> asyncio.Future[Any]:
-        """Queue a packed command for this turn's write; its future gets the reply."""
-        if self.error is not None:
-            raise self.error
-        future = self.loop.create_future()
-        self.waiting.append((future, self.loop.time()))
-        if not self.outgoing:
-            self.loop.call_soon(self._flush)
-        self.outgoing.append(packed)
-        if self._watchdog is None and self.timeout:
-            self._watchdog = self.loop.call_later(self.timeout, self._check)
-        return future
-
-    def _flush(self) -> None:
-        if self.transport is not None and self.error is None and self.outgoing:
-            self.transport.write(b"".join(self.outgoing))
-            self.writes += 1
-        self.outgoing.clear()
-
-    def _check(self) -> None:
-        """Close the connection if the oldest command waited for its reply too long."""
-        self._watchdog = None
-        if not self.waiting or self.error is not None or not self.timeout:
-            return
-        overdue = self.loop.time() - self.waiting[0][1] - self.timeout
-        if overdue >= 0:
-            self.close(RedisTimeoutError(f"no reply from Redis within {self.timeout:g} s"))
-        else:
-            self._watchdog = self.loop.call_later(-overdue, self._check)
-
-    def close(self, error: Exception) -> None:
-        """Fail everything in flight with ``error`` and drop the connection."""
-        if self.error is None:
-            self.error = error
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        while self.waiting:
-            future, _ = self.waiting.popleft()
-            if not future.done():
-                future.set_exception(self.error)
-        self.outgoing.clear()
-        if self.transport is not None:
-            self.transport.abort()
 
 
 class MultiplexedRedis(aioredis.Redis):
@@ -216,11 +86,20 @@ class MultiplexedRedis(aioredis.Redis):
         self._multiplexed = HIREDIS_AVAILABLE and not self._options.get("decode_responses")
         self._unix = issubclass(pool.connection_class, UnixDomainSocketConnection)
         self._tls = issubclass(pool.connection_class, SSLConnection)
+        #: Behind Sentinel: the pool asks the sentinels where the primary is.
+        self._sentinel = hasattr(pool, "get_master_address")
         self._ssl_context: ssl.SSLContext | None = None
-        self._link: _Link | None = None
-        self._opening: asyncio.Task[_Link] | None = None
+        self._link: Link | None = None
+        self._opening: asyncio.Task[Link] | None = None
         self._retry = self._options.get("retry")
         self._scripts: dict[str, AsyncScript] = {}
+        self.replica_acks = 0
+        self.replica_ack_timeout_ms = 1000
+
+    def require_replicas(self, acks: int, timeout_ms: int) -> None:
+        """Hand out no write's reply before ``acks`` replicas have it (``link.py``), within
+        ``timeout_ms`` (then ReplicaAckError); 0: no waiting."""
+        self.replica_acks, self.replica_ack_timeout_ms = acks, timeout_ms
 
     @property
     def writes(self) -> int:
@@ -232,22 +111,31 @@ class MultiplexedRedis(aioredis.Redis):
                 str(args[0]).upper() in _ALONE:
             return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         try:
-            reply = await self._send(pack_command(*args))
+            reply = await self._send(pack_command(*args),
+                                     write=bool(self.replica_acks) and is_write(args[0]))
         except ResponseError:
             if _EMPTY_RESPONSE in options:
                 return options[_EMPTY_RESPONSE]
             raise
         return await self._respond(args[0], reply, options)
 
-    async def _send(self, packed: bytes) -> Any:
+    async def _send(self, packed: bytes, *, write: bool = False) -> Any:
         """The reply to a packed command on the shared connection, sent again on a new one
-        when the connection fails, as many times as the client's ``Retry`` allows."""
+        when the connection fails (or, behind Sentinel, the primary was demoted), as many
+        times as the client's ``Retry`` allows."""
         attempts = 1 + (self._retry.get_retries() if self._retry is not None else 0)
         for attempt in range(attempts):
             try:
                 link = self._link if self._link is not None and self._link.usable \
                     else await self._open()
-                return await link.send(packed)
+                try:
+                    return await link.send(packed, write=write)
+                except ReadOnlyError as exc:
+                    if not self._sentinel:
+                        raise
+                    # Refused (so not run): the primary is a replica now; ask again.
+                    link.close(RedisConnectionError(f"the primary was demoted: {exc}"))
+                    raise link.error from exc  # type: ignore[misc]
             except AuthenticationError:
                 raise
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
@@ -268,59 +156,41 @@ class MultiplexedRedis(aioredis.Redis):
         value = callback(reply, **options)
         return await value if inspect.isawaitable(value) else value
 
-    async def _open(self) -> _Link:
+    async def _open(self) -> Link:
         """The shared connection, opened (once, whoever asks first) if it is not."""
         if self._opening is None or self._opening.done():
             self._opening = asyncio.ensure_future(self._connect())
         return await asyncio.shield(self._opening)
 
-    async def _connect(self) -> _Link:
+    async def _connect(self) -> Link:
         options = self._options
-        loop = asyncio.get_running_loop()
-        timeout = options.get("socket_timeout")
-
-        def link() -> _Link:
-            return _Link(timeout)
-
-        connecting: Any
+        where: dict[str, Any]
         if self._unix:
-            connecting = loop.create_unix_connection(link, options["path"])
+            where = {"path": options["path"]}
+        elif self._sentinel:
+            host, port = await self.connection_pool.get_master_address()  # type: ignore[attr-defined]
+            where = {"host": host, "port": port}
         else:
-            connecting = loop.create_connection(link, options.get("host", "localhost"),
-                                                int(options.get("port", 6379)),
-                                                ssl=self._tls_context() if self._tls else None)
-        opened: _Link
-        _, opened = await asyncio.wait_for(connecting, options.get("socket_connect_timeout"))
-        # The wire protocol of the pool's connections, so that redis-py's response
-        # callbacks (chosen for it) fit the replies: RESP3 since redis-py 8, else RESP2.
-        handshake = []
-        password = options.get("password")
-        credentials = [options.get("username") or "default", password] if password else []
-        protocol = options.get("protocol") or getattr(redis.utils, "DEFAULT_RESP_VERSION", 2)
-        if int(str(protocol)) == 3:
-            hello = ["HELLO", 3, *(["AUTH", *credentials] if credentials else [])]
-            handshake.append(opened.send(pack_command(*hello)))
-        elif credentials:
-            handshake.append(opened.send(pack_command("AUTH", *credentials)))
-        if int(options.get("db") or 0):
-            handshake.append(opened.send(pack_command("SELECT", options["db"])))
-        try:
-            await asyncio.gather(*handshake)
-        except BaseException:
-            opened.close(RedisConnectionError("the connection's set-up failed"))
-            raise
-        self._link = opened
-        return opened
+            where = {"host": options.get("host", "localhost"),
+                     "port": int(options.get("port", 6379))}
+        self._link = await open_link(
+            options, **where, tls=self._tls_context() if self._tls else None,
+            acks=self.replica_acks, ack_timeout_ms=self.replica_ack_timeout_ms)
+        return self._link
 
     def _tls_context(self) -> ssl.SSLContext:
         """The SSL context of the pool's connections (built as redis-py builds it)."""
         if self._ssl_context is None:
-            connection = cast(SSLConnection, self.connection_pool.connection_class(
-                **self._options))
+            options = {k: v for k, v in self._options.items()
+                       if k not in ("connection_pool",)}
+            connection = SSLConnection(**options)
             self._ssl_context = connection.ssl_context.get()
         return self._ssl_context
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        if transaction and self.replica_acks:
+            return _AcknowledgedPipeline(self.connection_pool, self.response_callbacks,
+                                         transaction, shard_hint, self)
         if transaction or not self._multiplexed:
             return super().pipeline(transaction, shard_hint)
         return _SharedPipeline(self, shard_hint)
@@ -343,11 +213,44 @@ class MultiplexedRedis(aioredis.Redis):
         """Wait (up to the socket timeout) for the replies in flight, then close."""
         link, self._link = self._link, None
         if link is not None:
-            if link.waiting and link.usable:
-                last = link.waiting[-1][0]
-                await asyncio.wait([last], timeout=link.timeout or 5.0)
-            link.close(RedisConnectionError("the client was closed"))
+            await drain(link)
         await super().aclose(close_connection_pool)
+
+
+async def drain(link: Link) -> None:
+    """Wait (up to its socket timeout) for the replies in flight on ``link``, then close it."""
+    if link.waiting and link.usable:
+        last = next((f for f, _, _ in reversed(link.waiting) if f is not None), None)
+        if last is not None:
+            await asyncio.wait([last], timeout=link.timeout or 5.0)
+    link.close(RedisConnectionError("the client was closed"))
+
+
+class _AcknowledgedPipeline(Pipeline):
+    """A transaction followed by ``WAIT`` on its connection: its result is handed out once
+    the replicas a client requires have its writes (ReplicaAckError otherwise)."""
+
+    def __init__(self, pool: Any, callbacks: Any, transaction: bool, shard_hint: Any,
+                 client: MultiplexedRedis) -> None:
+        super().__init__(pool, callbacks, transaction, shard_hint)
+        self._acks = client.replica_acks
+        self._ack_timeout_ms = client.replica_ack_timeout_ms
+
+    async def _execute_transaction(self, connection: Connection, commands: Any,
+                                   raise_on_error: Any) -> Any:
+        result = await super()._execute_transaction(connection, commands, raise_on_error)
+        if any(is_write(args[0]) for args, _ in commands):
+            await acknowledged(connection, self._acks, self._ack_timeout_ms)
+        return result
+
+
+async def acknowledged(connection: Any, acks: int, timeout_ms: int) -> None:
+    """WAIT on a pooled connection for ``acks`` replicas to have its writes."""
+    await connection.send_command("WAIT", acks, timeout_ms)
+    count = await connection.read_response()
+    if not isinstance(count, int) or count < acks:
+        raise ReplicaAckError(f"{count} of the {acks} replica(s) HERMES_STORE_REPLICA_ACKS "
+                              f"asks for acknowledged the transaction within {timeout_ms} ms")
 
 
 class _SharedScript(AsyncScript):
@@ -364,10 +267,12 @@ class _SharedScript(AsyncScript):
             return await super().__call__(keys, args, client)
         keys, args = keys or (), args or ()
         try:
-            return await redis._send(pack_command("EVALSHA", self.sha, len(keys), *keys, *args))
+            return await redis._send(pack_command("EVALSHA", self.sha, len(keys), *keys, *args),
+                                     write=bool(redis.replica_acks))
         except NoScriptError:
             self.sha = await redis.script_load(self.script)
-            return await redis._send(pack_command("EVALSHA", self.sha, len(keys), *keys, *args))
+            return await redis._send(pack_command("EVALSHA", self.sha, len(keys), *keys, *args),
+                                     write=bool(redis.replica_acks))
 
 
 class _SharedPipeline(Pipeline):

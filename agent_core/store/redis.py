@@ -71,7 +71,7 @@ class RedisConversationStore(ConversationStore):
                  max_archive: int = 100_000, task_retention: float = 7 * 86400,
                  embedder: Embedder | None = None) -> None:
         self.redis = client
-        self.keys = Keys(prefix)
+        self.keys = Keys.of(client, prefix)
         self.embedder = embedder
         self.archive = Archive(client, self.keys, max_archive=max_archive, embedder=embedder)
         self._append = client.register_script(_APPEND)
@@ -109,6 +109,17 @@ class RedisConversationStore(ConversationStore):
         """True when the server answers."""
         return bool(await self.redis.ping())
 
+    @unavailable
+    async def writable(self) -> None:
+        """Return when the store takes writes (every shard's primary, on a cluster, with
+        the replica acknowledgements the client asks for); StoreUnavailableError when it
+        refuses them (a demoted primary's READONLY, no replica to acknowledge) or cannot
+        be reached."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in self.keys.probes():
+            pipe.set(key, "1", px=60_000)
+        await pipe.execute()
+
     # --- window ------------------------------------------------------------------------
     @unavailable
     async def snapshot(self, conversation_id: str) -> Snapshot:
@@ -136,11 +147,13 @@ class RedisConversationStore(ConversationStore):
     async def _run_append(self, conversation_id: str, messages: list[Message],
                           task: TaskState | None, *, read: bool) -> Any:
         cid = check_conversation_id(conversation_id)
-        task_key = self.keys.task(task.task_id) if task is not None else self.keys.task("-")
+        # Without a task, any key of the conversation's slot stands in (the script skips it).
+        task_key = self.keys.task(task.task_id) if task is not None \
+            else self.keys.conv_tasks(cid)
         ttl = int(self.task_retention) if task is not None and task.status in TERMINAL else 0
         raw = task.model_dump_json() if task is not None else ""
         result = await self._append(
-            keys=[self.keys.window(cid), self.keys.meta(cid), self.keys.conversations(),
+            keys=[self.keys.window(cid), self.keys.meta(cid), self.keys.conversations(cid),
                   task_key, self.keys.conv_tasks(cid)],
             args=[repr(time.time()), sum(m.tokens for m in messages), cid, raw,
                   task.task_id if task is not None else "", ttl, "1" if read else "0",
@@ -293,15 +306,15 @@ class RedisConversationStore(ConversationStore):
         batch.extend(extra)
         if batch:
             deleted += int(await self.redis.unlink(*batch))
-        await self.redis.zrem(self.keys.conversations(), cid)
+        await self.redis.zrem(self.keys.conversations(cid), cid)
         return deleted
 
     @unavailable
     async def sweep_idle(self, idle_seconds: float) -> list[str]:
         """Forget every conversation idle for longer than ``idle_seconds``."""
         cutoff = time.time() - idle_seconds
-        stale = [as_text(c) for c in await self.redis.zrangebyscore(
-            self.keys.conversations(), "-inf", cutoff)]
+        stale = [as_text(c) for key in self.keys.all_conversations()
+                 for c in await self.redis.zrangebyscore(key, "-inf", cutoff)]
         for cid in stale:
             await self.forget(cid)
         if stale:

@@ -84,8 +84,11 @@ async def conversations(request: web.Request) -> web.Response:
     limit = int(number(request, "limit", low=1, high=MAX_SEARCH, default=50, integer=True)
                 or 50)
     store = parts.opened.store
-    rows: Any = await store.redis.zrevrange(store.keys.conversations(), 0, 4999,
-                                            withscores=True)
+    pipe = store.redis.pipeline(transaction=False)
+    for key in store.keys.all_conversations():  # every shard's, most recent first
+        pipe.zrevrange(key, 0, 4999, withscores=True)
+    rows: Any = sorted((row for shard in await pipe.execute() for row in shard),
+                       key=lambda row: -float(row[1]))[:5000]
     found: dict[str, dict[str, Any]] = {}
     needle = query.lower()
     for member, score in rows:

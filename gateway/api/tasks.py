@@ -61,23 +61,29 @@ def _inbound(body: RunRequest, request: web.Request) -> InboundMessage:
         principal=caller.principal.name if caller.user != caller.principal.name else "")
 
 
-async def _submit(request: web.Request, task_id: str | None = None
-                  ) -> tuple[InboundMessage, Routed]:
-    """Route the request's message: a task, or a command answered at once. Given the
-    ``task_id`` (a synchronous run, which waits for it), the task starts here if it can."""
+async def _message(request: web.Request) -> InboundMessage:
+    """The request's message, its files stashed for the worker."""
     gateway = request.app[GATEWAY]
     body, uploads = await _body(request, Limits(gateway.settings))
     msg = _inbound(body, request)
     if uploads:
         msg.attachments = await stashed(gateway.parts.inbox.stash, msg.conversation_id,
                                         uploads)
+    return msg
+
+
+async def _submit(request: web.Request, msg: InboundMessage, task_id: str | None = None
+                  ) -> Routed:
+    """Route the request's message: a task, or a command answered at once. Given the
+    ``task_id`` (a synchronous run, which waits for it), the task starts here if it can."""
+    gateway = request.app[GATEWAY]
     routed = await gateway.parts.router.ingest(msg, task_id=task_id,
                                                start_here=task_id is not None)
     if routed.status == "duplicate":
         raise bad(409, "a request with this Idempotency-Key was already accepted")
     if routed.status != "command" and routed.task_id is None:
         raise bad(400, f"not accepted: {routed.status} ({routed.reason})")
-    return msg, routed
+    return routed
 
 
 async def _body(request: web.Request, limits: Limits) -> tuple[RunRequest, list[Upload]]:
@@ -109,7 +115,8 @@ def _command_answer(msg: InboundMessage, routed: Routed) -> web.Response:
 
 async def run_async(request: web.Request) -> web.Response:
     """Queue a task; answer at once with its id."""
-    msg, routed = await _submit(request)
+    msg = await _message(request)
+    routed = await _submit(request, msg)
     if routed.task_id is None:
         return _command_answer(msg, routed)
     task_id = routed.task_id
@@ -124,11 +131,13 @@ async def run_sync(request: web.Request) -> web.Response:
     read back); one queued for any worker, through its event stream (from whichever
     replica runs it), then read."""
     gateway = request.app[GATEWAY]
-    eventlog, task_id = gateway.parts.eventlog, new_id()
+    msg = await _message(request)
+    eventlog, task_id = gateway.parts.eventlog, gateway.parts.queue.new_task_id(
+        msg.conversation_id)
     state: TaskState | None = None
     with eventlog.watch(task_id) as finished_here, \
             gateway.parts.opened.store.watch_task(task_id) as written_here:
-        msg, routed = await _submit(request, task_id)
+        routed = await _submit(request, msg, task_id)
         if routed.task_id is None:
             return _command_answer(msg, routed)
         task_id = routed.task_id

@@ -57,7 +57,8 @@ class WorkflowStore:
         """The definitions bucket, created on first use."""
         if self._definitions is None:
             self._definitions = await self.bus.js.create_key_value(KeyValueConfig(
-                bucket=DEFINITIONS, history=1, storage=StorageType.FILE))
+                bucket=DEFINITIONS, history=1, storage=StorageType.FILE,
+                replicas=self.bus.settings.hub_replicas))
         return self._definitions
 
     async def runs(self) -> KeyValue:
@@ -65,6 +66,7 @@ class WorkflowStore:
         if self._runs is None:
             self._runs = await self.bus.js.create_key_value(KeyValueConfig(
                 bucket=RUNS, history=1, storage=StorageType.FILE,
+                replicas=self.bus.settings.hub_replicas,
                 ttl=self.bus.settings.hub_request_retention))
         return self._runs
 

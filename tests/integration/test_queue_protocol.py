@@ -235,9 +235,9 @@ class QueueProtocol(RuleBasedStateMachine):
                 pipe.lrange(keys.steer(cid), 0, -1)
                 pipe.get(keys.lock(cid))
                 pipe.hget(keys.control(cid), "interrupt")
-            pipe.lrange(keys.wake(), 0, -1)
-            pipe.zrange(keys.pending(), 0, -1)
-            pipe.hgetall(keys.attempts())
+            pipe.lrange(keys.wake(CONVERSATIONS[0]), 0, -1)  # one node: one list
+            pipe.zrange(keys.pending(CONVERSATIONS[0]), 0, -1)
+            pipe.hgetall(keys.attempts(CONVERSATIONS[0]))
             return await pipe.execute()
 
         found = self.run(read())

@@ -222,7 +222,7 @@ async def test_reset_keeps_the_archive_and_forget_removes_everything(
 async def test_idle_conversations_are_swept(make_store: StoreFactory) -> None:
     store = make_store()
     await store.append("old:1", [msg("stale")])
-    await store.redis.zadd(store.keys.conversations(), {"old:1": 1000.0})
+    await store.redis.zadd(store.keys.conversations("old:1"), {"old:1": 1000.0})
     await store.append("new:1", [msg("fresh")])
     assert await store.sweep_idle(3600) == ["old:1"]
     assert (await store.snapshot("old:1")).window == []

@@ -339,7 +339,7 @@ async def test_two_followers_of_one_task_each_get_what_they_have_not_had(
         resumed = asyncio.create_task(follow(first))  # as after Last-Event-ID
         key = log.keys.task_events("task-2")
         async with asyncio.timeout(10):  # both have read the past and joined the reader
-            while len(log._followers._streams.get(key, ())) < 2:
+            while log._followers.following(key) < 2:
                 await asyncio.sleep(0.01)
         log(Event(EventType.TOOL_STARTED, "t", "c", 0, {"n": 2}, task_id="task-2"))
         log(Event(EventType.AGENT_FINISHED, "t", "c", 0, {"n": 3}, task_id="task-2"))

@@ -103,7 +103,7 @@ async def test_a_message_behind_a_running_task_wakes_nobody(queue: WorkQueue) ->
     assert await queue.wait_for_work(0.1) == [CID]
     taken = await claim(queue)
     await queue.ingest(second, dedupe_key=None, placeholder=placeholder(second))
-    assert await queue.redis.llen(queue.keys.wake()) == 0, "its holder takes it next"
+    assert await queue.redis.llen(queue.keys.wake(CID)) == 0, "its holder takes it next"
     left, following = await queue.complete(CID, taken.token, first.id)
     assert left == 1 and following is not None and following.item.id == second.id
     assert await queue.complete(CID, taken.token, second.id) == (0, None)
@@ -241,7 +241,7 @@ async def test_a_conversation_taken_at_ingest_reaches_its_worker_if_the_request_
     cid, claim = await asyncio.wait_for(taker.adopted.get(), 10)
     assert cid == CID and claim.head.item.id == item.id
     assert await queue.redis.get(queue.keys.lock(CID)) == claim.token.encode()
-    assert await queue.redis.llen(queue.keys.wake()) == 0, "taken, so nobody is woken"
+    assert await queue.redis.llen(queue.keys.wake(CID)) == 0, "taken, so nobody is woken"
     assert taker.reserved == 0
 
 
@@ -258,13 +258,13 @@ async def test_only_a_caller_waiting_here_has_its_conversation_taken_at_ingest(
     cid, claim = taker.adopted.get_nowait()
     assert cid == "webhook:test:c2"
     assert claim.head.item.id == items[1].id and taker.reserved == 0
-    assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [CID.encode()]
+    assert await queue.redis.lrange(queue.keys.wake(CID), 0, -1) == [CID.encode()]
     # Held now: queued behind its running task, for its holder; the worker given back.
     third = message("three")
     third.inbound.conversation_id = "webhook:test:c2"
     assert await queue.ingest(third, dedupe_key=None, start_here=True) == "queued"
     assert taker.adopted.empty() and taker.reserved == 0
-    assert await queue.redis.lrange(queue.keys.wake(), 0, -1) == [CID.encode()]
+    assert await queue.redis.lrange(queue.keys.wake(CID), 0, -1) == [CID.encode()]
 
 
 async def test_a_store_error_at_ingest_gives_the_held_worker_back() -> None:

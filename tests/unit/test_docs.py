@@ -57,14 +57,16 @@ def test_helm_chart_values_name_real_settings() -> None:
     assert documented - {"README", "NATS"} <= fields | {"HTTP", SECRETS_DIR}, documented - fields
     # What the chart sets on every pod is a real setting; the store's URL (it holds the
     # password) comes from files (HERMES_SECRETS_DIR), never the environment; the bus's
-    # only as the bundled NATS's Service, with no credential in it (the login is the
-    # NATS_CREDS_FILE).
+    # only as the bundled NATS's Service (or, a cluster, its servers' per-pod names), with
+    # no credential in it (the login is the NATS_CREDS_FILE).
     helpers = (chart / "templates" / "_helpers.tpl").read_text()
     set_by_chart = set(re.findall(r"- name: ([A-Z][A-Z0-9_]+)", helpers))
     assert {SECRETS_DIR, "NATS_CREDS_FILE", "HERMES_HUB", "HERMES_DATA_DIR"} <= set_by_chart
     assert "REDIS_URL" not in set_by_chart
     assert re.findall(r"- name: NATS_URL\n\s+value: (.*)", helpers) == [
-        '{{ printf "nats://%s-nats:4222" (include "hermes.fullname" $root) | quote }}']
+        '{{ join "," $urls | quote }}', '{{ printf "nats://%s-nats:4222" $full | quote }}']
+    assert re.findall(r"\$urls = append \$urls \((.*?)\)", helpers) == [
+        'printf "nats://%s-nats-%d.%s-nats-cluster:4222" $full $i $full']
     assert set_by_chart - {SECRETS_DIR} <= fields, set_by_chart - fields
     deployment = (chart / "templates" / "deployment.yaml").read_text()
     for probe in ("/readyz", "/healthz"):

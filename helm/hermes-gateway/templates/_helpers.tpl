@@ -43,6 +43,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if has (lower (toString .)) (list "1" "true" "yes" "on" "t" "y") -}}true{{- end -}}
 {{- end -}}
 
+{{- define "hermes.externalStore" -}}
+{{- with .Values.externalRedis }}{{ if or .url .existingSecret .clusterNodes .sentinels }}true{{ end }}{{ end -}}
+{{- end -}}
+
 {{/* The chart's hermes-gateway workloads and what each one needs, as JSON {"items": [...]}:
      name (its Deployment, or the schemas Job), component, user (its identity on the hub:
      "hub" for the gateway and the hub's services, the agent's id, "schema-admin"), store
@@ -60,7 +64,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- include "hermes.validate" . -}}
 {{- $v := .Values -}}
 {{- $full := include "hermes.fullname" . -}}
-{{- $store := not (empty (or $v.valkey.enabled $v.externalRedis.url $v.externalRedis.existingSecret)) -}}
+{{- $store := not (empty (or $v.valkey.enabled (include "hermes.externalStore" .))) -}}
 {{- $own := ternary (include "hermes.secretName" .) "" (not (empty (or $v.existingSecret $v.secrets))) -}}
 {{- $creds := $v.externalNats.credsSecrets | default dict -}}
 {{- $internet := $v.networkPolicy.egress.internet -}}
@@ -141,10 +145,37 @@ app.kubernetes.io/component: {{ index . 1 }}
 - name: HERMES_SECRETS_DIR
   value: {{ join ":" . | quote }}
 {{- end }}
+{{- if $w.store }}
+{{- with $root.Values.externalRedis }}
+{{- if .clusterNodes }}
+# The store is a Redis Cluster (credentials and TLS, if any: REDIS_URL, in the files).
+- name: REDIS_CLUSTER_NODES
+  value: {{ .clusterNodes | quote }}
+{{- else if .sentinels }}
+# The store's primary, found through Sentinel.
+- name: REDIS_SENTINELS
+  value: {{ .sentinels | quote }}
+- name: REDIS_SENTINEL_MASTER
+  value: {{ .sentinelMaster | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and $root.Values.hub.enabled $root.Values.nats.enabled }}
 # The bundled NATS (no credential in the URL: the .creds file below is the login).
+{{- $full := include "hermes.fullname" $root }}
+{{- $replicas := int $root.Values.nats.replicas }}
+{{- if gt $replicas 1 }}
+{{- $urls := list }}
+{{- range $i := until $replicas }}{{ $urls = append $urls (printf "nats://%s-nats-%d.%s-nats-cluster:4222" $full $i $full) }}{{ end }}
+# Every server of the bundled cluster; the streams and buckets with a copy on each.
 - name: NATS_URL
-  value: {{ printf "nats://%s-nats:4222" (include "hermes.fullname" $root) | quote }}
+  value: {{ join "," $urls | quote }}
+- name: HUB_REPLICAS
+  value: {{ $replicas | quote }}
+{{- else }}
+- name: NATS_URL
+  value: {{ printf "nats://%s-nats:4222" $full | quote }}
+{{- end }}
 {{- end }}
 {{- if $w.natsCreds }}
 # This workload's own identity on the hub (a user JWT and its nkey seed).
@@ -291,9 +322,10 @@ capabilities:
 {{- if not $v.image.repository -}}
 {{- fail "image.repository is not set: build the image from the repository's Dockerfile, push it to a registry of yours and set image.repository (helm/hermes-gateway/README.md says how)" -}}
 {{- end -}}
-{{- range $name := list "REDIS_URL" "NATS_URL" -}}
+{{- range $name := list "REDIS_URL" "NATS_URL" "REDIS_CLUSTER_NODES" "REDIS_SENTINELS" "REDIS_SENTINEL_MASTER" -}}
 {{- if or (hasKey $v.secrets $name) (hasKey $v.env $name) -}}
-{{- fail (printf "%s is set by the chart: use %s instead of secrets/env" $name (ternary "externalRedis.url (with valkey.enabled=false)" "externalNats.url (with nats.enabled=false)" (eq $name "REDIS_URL"))) -}}
+{{- $instead := dict "REDIS_URL" "externalRedis.url (with valkey.enabled=false)" "NATS_URL" "externalNats.url (with nats.enabled=false)" -}}
+{{- fail (printf "%s is set by the chart: use %s instead of secrets/env" $name (get $instead $name | default "externalRedis.clusterNodes / externalRedis.sentinels (with valkey.enabled=false)")) -}}
 {{- end -}}
 {{- end -}}
 {{/* Settings in plain environment values: never a secret, never what the chart sets. */}}
@@ -303,7 +335,7 @@ capabilities:
 {{- end -}}
 {{- range $each := $envs -}}
 {{- range $name, $_ := index $each 1 -}}
-{{- if has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB") -}}
+{{- if or (has $name (list "REDIS_URL" "NATS_URL" "HERMES_SECRETS_DIR" "NATS_CREDS_FILE" "HERMES_DATA_DIR" "HERMES_HUB" "REDIS_CLUSTER_NODES" "REDIS_SENTINELS" "REDIS_SENTINEL_MASTER")) (and (eq $name "HUB_REPLICAS") $v.nats.enabled) -}}
 {{- fail (printf "%s.%s is set by the chart (the store, the bus and secret files come from valkey/externalRedis, nats/externalNats and the Secrets)" (index $each 0) $name) -}}
 {{- end -}}
 {{- if regexMatch "(_KEY|_KEYS|_TOKEN|_SECRET|_SECRETS|_PASSWORD)$" (upper $name) -}}
@@ -340,7 +372,15 @@ capabilities:
 {{- fail "networkPolicy.egress.internet is true or false" -}}
 {{- end -}}
 {{- end -}}
-{{- $external := or $v.externalRedis.url $v.externalRedis.existingSecret -}}
+{{- $external := include "hermes.externalStore" . -}}
+{{- with $v.externalRedis -}}
+{{- if and .clusterNodes .sentinels -}}
+{{- fail "externalRedis.clusterNodes and externalRedis.sentinels are both set: a store is a Redis Cluster or a primary behind Sentinel, not both" -}}
+{{- end -}}
+{{- if ne (empty .sentinels) (empty .sentinelMaster) -}}
+{{- fail "externalRedis.sentinels and externalRedis.sentinelMaster go together: the sentinels, and the name they monitor the primary under" -}}
+{{- end -}}
+{{- end -}}
 {{- if and $v.valkey.enabled $external -}}
 {{- fail "valkey.enabled and externalRedis both name the store: set valkey.enabled=false to use externalRedis" -}}
 {{- end -}}
@@ -357,6 +397,12 @@ capabilities:
 {{- if $v.hub.enabled -}}
 {{- if and $v.nats.enabled $v.externalNats.url -}}
 {{- fail "nats.enabled and externalNats.url both name the hub's bus: set nats.enabled=false to use externalNats.url" -}}
+{{- end -}}
+{{- if and $v.nats.enabled (not (has (int $v.nats.replicas) (list 1 3 5))) -}}
+{{- fail (printf "nats.replicas=%v: use 1 (one server), 3 or 5 (a JetStream cluster keeps a majority up: an even number survives no more failures than one fewer)" $v.nats.replicas) -}}
+{{- end -}}
+{{- if and $v.nats.enabled (not (has $v.nats.antiAffinity (list "preferred" "required"))) -}}
+{{- fail "nats.antiAffinity is preferred or required" -}}
 {{- end -}}
 {{- if and (not $v.nats.enabled) (not $v.externalNats.url) -}}
 {{- fail "hub.enabled needs one NATS server that every pod reaches: set nats.enabled=true (a bundled NATS with JetStream) or externalNats.url" -}}
