@@ -27,7 +27,7 @@ from google.protobuf.json_format import MessageToDict
 
 from adapters import a2a
 from agent_core import AddressRefused, PinnedResolver, check_url, new_id, vet_url
-from agent_core.store.keys import A2AKeys
+from agent_core.store.section_keys import A2AKeys
 
 from .a2a_tasks import Record
 

@@ -1,5 +1,5 @@
-"""The A2A edge's tasks, kept in the store (``agent_core.store.keys.A2AKeys``) for as long
-as tasks are: any gateway process answers GetTask, CancelTask, SubscribeToTask and
+"""The A2A edge's tasks, kept in the store (``agent_core.store.section_keys.A2AKeys``)
+for as long as tasks are: any gateway process answers GetTask, CancelTask, SubscribeToTask and
 ListTasks. A task belongs to the principal whose key started it: only that principal reads,
 lists, follows or cancels it (another's is "not found", as a task that does not exist)."""
 
