@@ -9,8 +9,8 @@
     python3 dev.py --python 3.13 test ...  # any of these on another Python (a path, a
                                            # version, or "newest": the newest 3.x found)
 
-The virtual environment lives in .venv (.venv-3.13 for another Python, or HERMES_VENV) and
-is re-installed only when pyproject.toml changes.
+The virtual environment lives in .venv, or HERMES_VENV (another Python's beside it: .venv-3.13,
+or HERMES_VENV-3.13), and is re-installed only when pyproject.toml changes.
 """
 
 from __future__ import annotations
@@ -66,7 +66,10 @@ def use_python(spec: str, argv: list[str]) -> int:
     version = subprocess.run([str(found), "-c", "import sys; print('%d.%d' % sys.version_info"
                               "[:2])"], capture_output=True, text=True, check=True).stdout
     env = {**os.environ, "HERMES_PYTHON": str(found)}
-    env.setdefault("HERMES_VENV", str(ROOT / f".venv-{version.strip()}"))
+    # Its own environment beside the one in use: HERMES_VENV names the running Python's.
+    base = os.environ.get("HERMES_VENV")
+    env["HERMES_VENV"] = f"{base}-{version.strip()}" if base else \
+        str(ROOT / f".venv-{version.strip()}")
     print(f"on Python {version.strip()} ({found}), in {env['HERMES_VENV']}", flush=True)
     return subprocess.call([sys.executable, __file__, *argv], env=env)
 
