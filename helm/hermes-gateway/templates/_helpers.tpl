@@ -43,6 +43,24 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if has (lower (toString .)) (list "1" "true" "yes" "on" "t" "y") -}}true{{- end -}}
 {{- end -}}
 
+{{/* The bundled Valkey's architecture: standalone, replication or cluster. */}}
+{{- define "hermes.valkeyArchitecture" -}}
+{{- .Values.valkey.architecture | default "standalone" -}}
+{{- end -}}
+
+{{/* The bundled Valkey's servers by their own names (<pod>.<headless service>), with a
+     port: (list $ <port>). */}}
+{{- define "hermes.valkeyNodes" -}}
+{{- $root := index . 0 -}}
+{{- $port := index . 1 -}}
+{{- $name := printf "%s-valkey" (include "hermes.fullname" $root) -}}
+{{- $nodes := list -}}
+{{- range $i := until (int $root.Values.valkey.replicas) -}}
+{{- $nodes = append $nodes (printf "%s-%d.%s:%v" $name $i $name $port) -}}
+{{- end -}}
+{{- join "," $nodes -}}
+{{- end -}}
+
 {{- define "hermes.externalStore" -}}
 {{- with .Values.externalRedis }}{{ if or .url .existingSecret .clusterNodes .sentinels }}true{{ end }}{{ end -}}
 {{- end -}}
@@ -144,6 +162,14 @@ app.kubernetes.io/component: {{ index . 1 }}
 # Secret settings as files, one per setting (the chart's directory last: it wins).
 - name: HERMES_SECRETS_DIR
   value: {{ join ":" . | quote }}
+{{- end }}
+{{- if and $w.store $root.Values.valkey.enabled (eq (include "hermes.valkeyArchitecture" $root) "replication") }}
+# The bundled Valkey's primary, found through the sentinels beside its servers
+# (credentials: REDIS_URL and REDIS_SENTINEL_PASSWORD, in the files).
+- name: REDIS_SENTINELS
+  value: {{ include "hermes.valkeyNodes" (list $root 26379) | quote }}
+- name: REDIS_SENTINEL_MASTER
+  value: {{ $root.Values.valkey.sentinel.masterName | quote }}
 {{- end }}
 {{- if $w.store }}
 {{- with $root.Values.externalRedis }}
@@ -383,6 +409,27 @@ capabilities:
 {{- end -}}
 {{- if and $v.valkey.enabled $external -}}
 {{- fail "valkey.enabled and externalRedis both name the store: set valkey.enabled=false to use externalRedis" -}}
+{{- end -}}
+{{- $architecture := include "hermes.valkeyArchitecture" . -}}
+{{- if not (has $architecture (list "standalone" "replication" "cluster")) -}}
+{{- fail (printf "valkey.architecture=%s: use standalone (one server), replication (a primary, replicas and Sentinel) or cluster" $architecture) -}}
+{{- end -}}
+{{- if and (not $v.valkey.enabled) (ne $architecture "standalone") -}}
+{{- fail (printf "valkey.architecture=%s describes the bundled Valkey, but valkey.enabled=false: for a store of yours set externalRedis.sentinels / externalRedis.clusterNodes, and leave valkey.architecture at standalone" $architecture) -}}
+{{- end -}}
+{{- if and $v.valkey.enabled (eq $architecture "cluster") -}}
+{{- fail "valkey.architecture=cluster is not rendered by this chart yet: run a Valkey/Redis Cluster of yours (valkey.enabled=false, externalRedis.clusterNodes), or use valkey.architecture=replication" -}}
+{{- end -}}
+{{- if and $v.valkey.enabled (eq $architecture "replication") -}}
+{{- if lt (int $v.valkey.replicas) 3 -}}
+{{- fail (printf "valkey.replicas=%v with valkey.architecture=replication: use 3 or more (a sentinel runs beside each server and a failover needs a majority of them: with 2, losing the primary's pod leaves 1 of 2, and no replica is promoted)" $v.valkey.replicas) -}}
+{{- end -}}
+{{- if not (has $v.valkey.antiAffinity (list "preferred" "required")) -}}
+{{- fail "valkey.antiAffinity is preferred or required" -}}
+{{- end -}}
+{{- if not (regexMatch "^[A-Za-z0-9][-A-Za-z0-9_.]*$" (toString $v.valkey.sentinel.masterName)) -}}
+{{- fail "valkey.sentinel.masterName: letters, digits, '-', '_' and '.' (a name in sentinel.conf)" -}}
+{{- end -}}
 {{- end -}}
 {{- $several := or (gt (int $v.replicaCount) 1) $v.autoscaling.enabled -}}
 {{- if and $several (not $v.valkey.enabled) (not $external) -}}
