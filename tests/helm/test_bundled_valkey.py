@@ -173,11 +173,16 @@ class Pod:
         argv = self.root / "argv"
         asked = self.root / "asked"
         answer = f"echo {primary}; echo 6379" if primary else "exit 1"
+        # A name is not published yet the first time it is looked up (exit 2: not found).
+        (self.bin / "getent").write_text(
+            f'#!/bin/sh\necho "$2" >> {self.root}/resolved\n'
+            f'[ -e {self.root}/seen ] || {{ touch {self.root}/seen; exit 2; }}\n'
+            f'echo "10.0.0.1 $2"\n')
         (self.bin / "valkey-server").write_text(
             f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\n')
         (self.bin / "valkey-cli").write_text(
             f'#!/bin/sh\necho "$REDISCLI_AUTH $*" >> {asked}\n{answer}\n')
-        for tool in ("valkey-server", "valkey-cli"):
+        for tool in ("valkey-server", "valkey-cli", "getent"):
             (self.bin / tool).chmod(0o755)
         subprocess.run(["sh", str(self.mounts["/scripts"] / script)], check=True, timeout=30,
                        env={"PATH": f"{self.bin}:{os.environ['PATH']}", "POD_NAME": self.name})
@@ -215,6 +220,9 @@ def test_the_start_scripts_follow_the_primary_the_sentinels_name(
     assert "sentinel monitor hermes " + _node(2) + " 6379 2" in written
     assert written[-1] == f"sentinel announce-ip {_node(1)}"
     assert 'dir "/sentinel"' in written
+    # It starts once the primary's name resolves (Sentinel exits on a name it cannot).
+    first.start("sentinel.sh")
+    assert (first.root / "resolved").read_text().split() == [_node(0), _node(0)]
     # An answer that is not one of the servers' names is not followed.
     assert second.start("valkey.sh", primary="evil.example.com")[-3:] == [
         "--replicaof", _node(0), "6379"]
