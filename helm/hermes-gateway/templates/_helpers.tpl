@@ -43,6 +43,50 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if has (lower (toString .)) (list "1" "true" "yes" "on" "t" "y") -}}true{{- end -}}
 {{- end -}}
 
+{{/* The bundled Valkey's architecture: standalone, replication or cluster. */}}
+{{- define "hermes.valkeyArchitecture" -}}
+{{- .Values.valkey.architecture | default "standalone" -}}
+{{- end -}}
+
+{{/* The bundled Valkey's servers by their own names (<pod>.<headless service>), with a
+     port: (list $ <port>). */}}
+{{- define "hermes.valkeyNodes" -}}
+{{- $root := index . 0 -}}
+{{- $port := index . 1 -}}
+{{- $name := printf "%s-valkey" (include "hermes.fullname" $root) -}}
+{{- $nodes := list -}}
+{{- range $i := until (int (include "hermes.valkeyServers" $root)) -}}
+{{- $nodes = append $nodes (printf "%s-%d.%s:%v" $name $i $name $port) -}}
+{{- end -}}
+{{- join "," $nodes -}}
+{{- end -}}
+
+{{/* The bundled Valkey's servers, one per node where possible (required: never two on
+     one node): their pod spec's affinity. */}}
+{{- define "hermes.valkeyAffinity" -}}
+affinity:
+  podAntiAffinity:
+    {{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "hermes.selector" (list . "valkey") | fromYaml)) }}
+    {{- if eq .Values.valkey.antiAffinity "required" }}
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - {{- toYaml $term | nindent 8 }}
+    {{- else }}
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          {{- toYaml $term | nindent 10 }}
+    {{- end }}
+{{- end -}}
+
+{{/* How many servers the bundled Valkey runs in its replicated or cluster form. */}}
+{{- define "hermes.valkeyServers" -}}
+{{- if eq (include "hermes.valkeyArchitecture" .) "cluster" -}}
+{{- mul (int .Values.valkey.cluster.primaries) (add1 (int .Values.valkey.cluster.replicasPerPrimary)) -}}
+{{- else -}}
+{{- int .Values.valkey.replicas -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "hermes.externalStore" -}}
 {{- with .Values.externalRedis }}{{ if or .url .existingSecret .clusterNodes .sentinels }}true{{ end }}{{ end -}}
 {{- end -}}
@@ -144,6 +188,19 @@ app.kubernetes.io/component: {{ index . 1 }}
 # Secret settings as files, one per setting (the chart's directory last: it wins).
 - name: HERMES_SECRETS_DIR
   value: {{ join ":" . | quote }}
+{{- end }}
+{{- if and $w.store $root.Values.valkey.enabled (eq (include "hermes.valkeyArchitecture" $root) "replication") }}
+# The bundled Valkey's primary, found through the sentinels beside its servers
+# (credentials: REDIS_URL and REDIS_SENTINEL_PASSWORD, in the files).
+- name: REDIS_SENTINELS
+  value: {{ include "hermes.valkeyNodes" (list $root 26379) | quote }}
+- name: REDIS_SENTINEL_MASTER
+  value: {{ $root.Values.valkey.sentinel.masterName | quote }}
+{{- end }}
+{{- if and $w.store $root.Values.valkey.enabled (eq (include "hermes.valkeyArchitecture" $root) "cluster") }}
+# The bundled Valkey cluster: every node a seed (credentials: REDIS_URL, in the files).
+- name: REDIS_CLUSTER_NODES
+  value: {{ include "hermes.valkeyNodes" (list $root 6379) | quote }}
 {{- end }}
 {{- if $w.store }}
 {{- with $root.Values.externalRedis }}
@@ -383,6 +440,34 @@ capabilities:
 {{- end -}}
 {{- if and $v.valkey.enabled $external -}}
 {{- fail "valkey.enabled and externalRedis both name the store: set valkey.enabled=false to use externalRedis" -}}
+{{- end -}}
+{{- $architecture := include "hermes.valkeyArchitecture" . -}}
+{{- if not (has $architecture (list "standalone" "replication" "cluster")) -}}
+{{- fail (printf "valkey.architecture=%s: use standalone (one server), replication (a primary, replicas and Sentinel) or cluster" $architecture) -}}
+{{- end -}}
+{{- if and (not $v.valkey.enabled) (ne $architecture "standalone") -}}
+{{- fail (printf "valkey.architecture=%s describes the bundled Valkey, but valkey.enabled=false: for a store of yours set externalRedis.sentinels / externalRedis.clusterNodes, and leave valkey.architecture at standalone" $architecture) -}}
+{{- end -}}
+{{- if and $v.valkey.enabled (eq $architecture "cluster") -}}
+{{- if lt (int $v.valkey.cluster.primaries) 3 -}}
+{{- fail (printf "valkey.cluster.primaries=%v: a cluster needs 3 or more primaries (a failover needs a majority of them to agree)" $v.valkey.cluster.primaries) -}}
+{{- end -}}
+{{- if lt (int $v.valkey.cluster.replicasPerPrimary) 1 -}}
+{{- fail (printf "valkey.cluster.replicasPerPrimary=%v: use 1 or more (the gateway's writes wait for a replica's copy, HERMES_STORE_REPLICA_ACKS=1, and a primary lost without a replica loses its slots)" $v.valkey.cluster.replicasPerPrimary) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.valkey.enabled (ne $architecture "standalone") -}}
+{{- if not (has $v.valkey.antiAffinity (list "preferred" "required")) -}}
+{{- fail "valkey.antiAffinity is preferred or required" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.valkey.enabled (eq $architecture "replication") -}}
+{{- if lt (int $v.valkey.replicas) 3 -}}
+{{- fail (printf "valkey.replicas=%v with valkey.architecture=replication: use 3 or more (a sentinel runs beside each server and a failover needs a majority of them: with 2, losing the primary's pod leaves 1 of 2, and no replica is promoted)" $v.valkey.replicas) -}}
+{{- end -}}
+{{- if not (regexMatch "^[A-Za-z0-9][-A-Za-z0-9_.]*$" (toString $v.valkey.sentinel.masterName)) -}}
+{{- fail "valkey.sentinel.masterName: letters, digits, '-', '_' and '.' (a name in sentinel.conf)" -}}
+{{- end -}}
 {{- end -}}
 {{- $several := or (gt (int $v.replicaCount) 1) $v.autoscaling.enabled -}}
 {{- if and $several (not $v.valkey.enabled) (not $external) -}}
