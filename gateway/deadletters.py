@@ -77,10 +77,14 @@ class DeadLetters:
         """How many there are."""
         return int(await self.redis.llen(self.key))
 
-    async def newest(self, limit: int) -> list[Letter]:
-        """The newest ``limit``, newest first."""
-        rows = await self.redis.lrange(self.key, -limit, -1)
-        return [_parse(r) for r in reversed(rows)]
+    async def page(self, limit: int) -> tuple[list[Letter], int]:
+        """The newest ``limit`` (newest first) and how many there are, read at one moment
+        (a letter added in between would make a count the list does not show)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.lrange(self.key, -limit, -1)
+        pipe.llen(self.key)
+        rows, total = await pipe.execute()
+        return [_parse(r) for r in reversed(rows)], int(total)
 
     async def find(self, letter_id: str) -> Letter | None:
         """The entry with this id, or None."""

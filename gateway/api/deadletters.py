@@ -17,8 +17,8 @@ async def list_dead_letters(request: web.Request) -> web.Response:
     letters = request.app[GATEWAY].parts.console.dead_letters
     limit = int(number(request, "limit", low=1, high=MAX_DEAD_LETTERS, default=100,
                        integer=True) or 100)
-    newest = await letters.newest(limit)
-    return web.json_response({"count": await letters.count(),
+    newest, count = await letters.page(limit)
+    return web.json_response({"count": count,
                               "dead_letters": [letter.view() for letter in newest]})
 
 
